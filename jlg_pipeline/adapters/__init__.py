@@ -1,0 +1,1 @@
+"""Adapters: the database schema and repository, the registrars, and (later) AWS clients."""

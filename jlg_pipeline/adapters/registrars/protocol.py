@@ -1,0 +1,16 @@
+"""The provider seam (TRD iface-05, OQ-JLG-104): generation depends on this and nothing else."""
+
+from typing import Protocol
+
+from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+
+
+class BulkRegistrar(Protocol):
+    def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+        """Register every eligible registrant of the session for the role; at-least-once
+        safe (repeats create no duplicate join links).
+
+        Raises :class:`~jlg_pipeline.domain.errors.RegistrarUnavailable` when retrying may
+        help and :class:`~jlg_pipeline.domain.errors.RegistrarRejected` when it will not.
+        """
+        ...

@@ -1,0 +1,263 @@
+"""All SQL on program sessions' link-generation fields.
+
+Every state change is one conditional ``UPDATE … RETURNING`` decided by the database clock:
+no read-then-write, no load-and-save (inv-02), and "nothing happened" is a None/False
+result, never an exception. Each method runs in its own short transaction.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Integer,
+    Interval,
+    Row,
+    and_,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
+
+from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.tables import program_session as ps
+from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
+from jlg_pipeline.domain.models import (
+    Claim,
+    DueSession,
+    LinkGenerationState,
+    SetOutcome,
+    SetResult,
+)
+from jlg_pipeline.domain.status import CLAIMABLE_STATUSES, LinkGenerationStatus
+
+S = LinkGenerationStatus
+_SET_ATTEMPTS = 3
+
+
+def _ms(value: int) -> ColumnElement[timedelta]:
+    return literal(timedelta(milliseconds=value), Interval())
+
+
+class ProgramSessionRepository:
+    """The concurrency hotspot: the atomic claim, fenced marks and the sweep's query."""
+
+    def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
+        self._engine = engine
+        self.windows = windows or TimingWindows()
+
+    # Predicates, all on the database clock.
+    def _stale(self) -> ColumnElement[bool]:
+        return and_(
+            ps.c.link_generation_status == S.IN_PROGRESS.value,
+            ps.c.updated_at < func.now() - _ms(self.windows.stale_ms),
+        )
+
+    def _due(self) -> ColumnElement[bool]:
+        return and_(
+            ps.c.link_generation_at.is_not(None),
+            ps.c.link_generation_at <= func.now() + _ms(self.windows.due_tolerance_ms),
+        )
+
+    def _claimable(self) -> ColumnElement[bool]:
+        return or_(
+            ps.c.link_generation_status.in_([s.value for s in CLAIMABLE_STATUSES]),
+            self._stale(),
+        )
+
+    def _state_columns(self) -> list[ColumnElement[Any]]:
+        return [
+            ps.c.id,
+            ps.c.link_generation_at,
+            ps.c.link_generation_status,
+            ps.c.link_generation_attempt,
+            ps.c.link_generation_last_error,
+            ps.c.link_generation_job_id,
+            ps.c.updated_at,
+            ps.c.deleted_at.is_not(None).label("deleted"),
+            self._stale().label("stale"),
+            self._due().label("due"),
+        ]
+
+    @staticmethod
+    def _to_state(row: Row[Any]) -> LinkGenerationState:
+        return LinkGenerationState(
+            id=row.id,
+            link_generation_at=row.link_generation_at,
+            status=S(row.link_generation_status),
+            attempt=row.link_generation_attempt,
+            last_error=row.link_generation_last_error,
+            job_id=row.link_generation_job_id,
+            updated_at=row.updated_at,
+            deleted=bool(row.deleted),
+            stale=bool(row.stale),
+            due=bool(row.due),
+        )
+
+    def get_state(self, session_id: int) -> LinkGenerationState | None:
+        """The session's link-generation fields, soft-deleted rows included (``deleted``);
+        None when no row has that id."""
+        session_id = validation.session_id(session_id)
+        with translate_errors("reading a session"), self._engine.connect() as conn:
+            row = conn.execute(
+                select(*self._state_columns()).where(ps.c.id == session_id)
+            ).one_or_none()
+        return None if row is None else self._to_state(row)
+
+    def set_link_generation(
+        self, session_id: int, link_generation_at: datetime | None, actor_user_id: int | None
+    ) -> SetResult:
+        """Arm (a time → SCHEDULED) or clear (None → NOT_SCHEDULED) in one direct UPDATE.
+
+        Refused, with nothing written, when the session is missing or soft-deleted
+        (NOT_FOUND) or a generation holds the claim and is not stale (IN_PROGRESS). Arming
+        starts a new cycle: the last error and job id are cleared. The attempt counter is
+        never reset, so a crashed run from an earlier cycle stays fenced out.
+        """
+        session_id = validation.session_id(session_id)
+        actor_user_id = validation.actor_user_id(actor_user_id)
+        if link_generation_at is not None:
+            link_generation_at = validation.aware_datetime(link_generation_at)
+        status = S.NOT_SCHEDULED if link_generation_at is None else S.SCHEDULED
+        statement = (
+            update(ps)
+            .where(
+                ps.c.id == session_id,
+                ps.c.deleted_at.is_(None),
+                or_(ps.c.link_generation_status != S.IN_PROGRESS.value, self._stale()),
+            )
+            .values(
+                link_generation_at=link_generation_at,
+                link_generation_status=status.value,
+                link_generation_last_error=None,
+                link_generation_job_id=None,
+                updated_at=func.now(),
+                updated_by=actor_user_id,
+            )
+            .returning(*self._state_columns())
+        )
+        # A refusal is diagnosed by a read after the write found nothing. Should that read
+        # see a row the write could have taken (it changed in between), write again.
+        for _ in range(_SET_ATTEMPTS):
+            with translate_errors("setting link generation"), self._engine.begin() as conn:
+                row = conn.execute(statement).one_or_none()
+            if row is not None:
+                return SetResult(SetOutcome.UPDATED, self._to_state(row))
+            current = self.get_state(session_id)
+            if current is None or current.deleted:
+                return SetResult(SetOutcome.NOT_FOUND)
+            if current.status is S.IN_PROGRESS and not current.stale:
+                return SetResult(SetOutcome.IN_PROGRESS, current)
+        return SetResult(SetOutcome.IN_PROGRESS, self.get_state(session_id))
+
+    def claim(self, session_id: int, actor_user_id: int | None = None) -> Claim | None:
+        """The one gate: atomically move a due, claimable session to IN_PROGRESS.
+
+        Claimable means SCHEDULED or FAILED, or IN_PROGRESS older than the stale window;
+        not soft-deleted; ``link_generation_at`` set and no later than now plus the due
+        tolerance. Each claim takes a new attempt number. Returns None when another caller
+        holds the claim or the session is not claimable; exactly one of any number of
+        concurrent callers gets a Claim.
+        """
+        session_id = validation.session_id(session_id)
+        actor_user_id = validation.actor_user_id(actor_user_id)
+        statement = (
+            update(ps)
+            .where(
+                ps.c.id == session_id,
+                ps.c.deleted_at.is_(None),
+                self._due(),
+                self._claimable(),
+            )
+            .values(
+                link_generation_status=S.IN_PROGRESS.value,
+                link_generation_attempt=ps.c.link_generation_attempt + 1,
+                updated_at=func.now(),
+                # A cron claim has no actor: keep the last human one rather than blank it.
+                updated_by=func.coalesce(literal(actor_user_id, Integer()), ps.c.updated_by),
+            )
+            .returning(
+                ps.c.id, ps.c.program_id, ps.c.link_generation_attempt, ps.c.link_generation_at
+            )
+        )
+        with translate_errors("claiming a session"), self._engine.begin() as conn:
+            row = conn.execute(statement).one_or_none()
+        if row is None:
+            return None
+        return Claim(
+            session_id=row.id,
+            program_id=row.program_id,
+            attempt=row.link_generation_attempt,
+            link_generation_at=row.link_generation_at,
+        )
+
+    def _mark(self, claim: Claim, status: S, values: dict[str, Any], action: str) -> bool:
+        statement = (
+            update(ps)
+            .where(
+                ps.c.id == claim.session_id,
+                ps.c.link_generation_status == S.IN_PROGRESS.value,
+                ps.c.link_generation_attempt == claim.attempt,
+            )
+            .values(link_generation_status=status.value, updated_at=func.now(), **values)
+            .returning(ps.c.id)
+        )
+        with translate_errors(action), self._engine.begin() as conn:
+            return conn.execute(statement).one_or_none() is not None
+
+    def mark_completed(self, claim: Claim, job_id: str) -> bool:
+        """COMPLETED for the attempt holding the claim. False when fenced out: a stale
+        reclaim, a re-arm or a clear took the session since this claim was made."""
+        return self._mark(
+            claim,
+            S.COMPLETED,
+            {"link_generation_job_id": str(job_id)[:255], "link_generation_last_error": None},
+            "marking a session COMPLETED",
+        )
+
+    def mark_failed(self, claim: Claim, error: str) -> bool:
+        """FAILED with the error kept, for the attempt holding the claim. False when fenced
+        out (see :meth:`mark_completed`)."""
+        return self._mark(
+            claim,
+            S.FAILED,
+            {"link_generation_last_error": error[:MAX_LAST_ERROR_CHARS]},
+            "marking a session FAILED",
+        )
+
+    def _fallback_candidates(self) -> ColumnElement[bool]:
+        # The first two predicates are the partial index's own, so the planner can use it.
+        return and_(
+            ps.c.deleted_at.is_(None),
+            ps.c.link_generation_status != S.COMPLETED.value,
+            ps.c.link_generation_at <= func.now() - _ms(self.windows.grace_ms),
+            self._claimable(),
+        )
+
+    def find_due_for_fallback_generation(self, limit: int) -> Sequence[DueSession]:
+        """Overdue past the grace window, not COMPLETED, not deleted, claimable (SCHEDULED,
+        FAILED or stale IN_PROGRESS); oldest ``link_generation_at`` first, at most ``limit``."""
+        limit = validation.positive_limit(limit)
+        statement = (
+            select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
+            .where(self._fallback_candidates())
+            .order_by(ps.c.link_generation_at, ps.c.id)
+            .limit(limit)
+        )
+        with translate_errors("finding overdue sessions"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [
+            DueSession(id=r.id, link_generation_at=r.link_generation_at, status=S(r.link_generation_status))
+            for r in rows
+        ]
+
+    def count_due_for_fallback_generation(self) -> int:
+        """How many sessions :meth:`find_due_for_fallback_generation` would return unlimited."""
+        statement = select(func.count()).select_from(ps).where(self._fallback_candidates())
+        with translate_errors("counting overdue sessions"), self._engine.connect() as conn:
+            return int(conn.execute(statement).scalar_one())

@@ -1,0 +1,138 @@
+"""The single schema definition (SQLAlchemy Core) and Alembic's ``target_metadata``.
+
+``hdb_program_session`` and ``hdb_online_session`` are the host application's tables; a
+standalone install creates a minimal version of them (migration 0001), a brownfield install
+already has them and adopts only the additive link-generation columns (migration 0002).
+The ``jlg_local_*`` tables belong to the local, PostgreSQL-backed registrar.
+"""
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+
+from jlg_pipeline.domain.status import LinkGenerationStatus
+
+metadata = MetaData()
+
+STATUS_VALUES = ", ".join(f"'{s.value}'" for s in LinkGenerationStatus)
+
+program_session = Table(
+    "hdb_program_session",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("program_id", BigInteger, nullable=False),
+    Column("name", String(255), nullable=True),
+    Column("starts_at", DateTime(timezone=True), nullable=True),
+    Column(
+        "hdb_online_session",
+        BigInteger,
+        ForeignKey("hdb_online_session.id", name="fk_program_session_online_session", use_alter=True),
+        nullable=True,
+    ),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_by", Integer, nullable=True),
+    Column("deleted_at", DateTime(timezone=True), nullable=True),
+    # Migration 0002: the TRD's two columns, plus what fencing and visibility need.
+    Column("link_generation_at", DateTime(timezone=True), nullable=True),
+    Column(
+        "link_generation_status",
+        String(20),
+        nullable=False,
+        server_default=LinkGenerationStatus.NOT_SCHEDULED.value,
+    ),
+    Column("link_generation_attempt", Integer, nullable=False, server_default="0"),
+    Column("link_generation_last_error", Text, nullable=True),
+    Column("link_generation_job_id", String(255), nullable=True),
+    CheckConstraint(
+        f"link_generation_status IN ({STATUS_VALUES})", name="ck_psession_link_gen_status"
+    ),
+    Index(
+        "ix_psession_link_gen_due",
+        "link_generation_at",
+        postgresql_where=text(
+            "deleted_at IS NULL AND link_generation_status <> 'COMPLETED'"
+        ),
+    ),
+)
+
+online_session = Table(
+    "hdb_online_session",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("program_id", BigInteger, nullable=False),
+    Column(
+        "program_session_id",
+        BigInteger,
+        ForeignKey("hdb_program_session.id", name="fk_online_session_program_session"),
+        nullable=False,
+    ),
+    Column("template", String(255), nullable=False),
+    Column("provider", String(32), nullable=True),
+    Column("meeting_id", String(255), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("program_id", "template", name="uq_online_session_program_id_template"),
+)
+
+local_registration = Table(
+    "jlg_local_registration",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("program_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("role", String(64), nullable=False, server_default="attendee"),
+    Column("status", String(20), nullable=False, server_default="ACTIVE"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("status IN ('ACTIVE', 'WITHDRAWN')", name="ck_local_registration_status"),
+    UniqueConstraint("program_id", "user_id", "role", name="uq_local_registration_program_user_role"),
+    Index("ix_local_registration_program_role", "program_id", "role", "id"),
+)
+
+local_bulk_job = Table(
+    "jlg_local_bulk_job",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("program_session_id", BigInteger, nullable=False),
+    Column("role", String(64), nullable=True),
+    Column("batch_size", Integer, nullable=False),
+    Column("actor_user_id", Integer, nullable=True),
+    Column("total", Integer, nullable=False, server_default="0"),
+    Column("created", Integer, nullable=False, server_default="0"),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Index("ix_local_bulk_job_session", "program_session_id"),
+)
+
+local_join_link = Table(
+    "jlg_local_join_link",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "registration_id",
+        BigInteger,
+        ForeignKey("jlg_local_registration.id", name="fk_local_join_link_registration"),
+        nullable=False,
+    ),
+    Column("program_session_id", BigInteger, nullable=False),
+    Column("join_url", Text, nullable=False),
+    Column("bulk_job_id", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # The TRD's dedupe backstop: one join link per (registration, session), repeats absorbed.
+    UniqueConstraint(
+        "registration_id", "program_session_id", name="uq_local_join_link_registration_session"
+    ),
+)

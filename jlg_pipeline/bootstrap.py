@@ -1,0 +1,16 @@
+"""Builds the adapters from settings; entry points call this, nothing connects at import."""
+
+from sqlalchemy import Engine
+
+from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.adapters.registrars.http import HttpRegistrar
+from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+from jlg_pipeline.config import RegistrarKind, Settings
+
+
+def build_registrar(settings: Settings, engine: Engine) -> BulkRegistrar:
+    """The registrar ``JLG_REGISTRAR`` selects: ``local`` (default) or ``http``."""
+    if settings.registrar is RegistrarKind.HTTP:
+        assert settings.online_session_url and settings.online_session_token  # from_env checked
+        return HttpRegistrar(settings.online_session_url, settings.online_session_token)
+    return LocalRegistrar(engine)

@@ -1,0 +1,97 @@
+"""The ``jlg`` command: database migrations (more subcommands join as entry points grow)."""
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+import migrations
+from sqlalchemy import inspect
+from sqlalchemy.exc import OperationalError
+
+from jlg_pipeline.adapters.database import create_engine, normalize_url
+from jlg_pipeline.config import Settings
+from jlg_pipeline.domain.errors import JlgError
+
+HOST_TABLE_REVISION = "0001_host_tables"
+REQUIRED_HOST_COLUMNS = {
+    "hdb_program_session": {"id", "program_id", "updated_at", "updated_by", "deleted_at"},
+    "hdb_online_session": {"id", "program_id", "program_session_id", "template"},
+}
+
+
+def alembic_config(database_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.attributes["database_url"] = normalize_url(database_url)
+    return config
+
+
+def migrate(database_url: str, revision: str = "head", *, adopt: bool = False) -> None:
+    """Upgrade to ``revision``. With ``adopt``, a brownfield database whose host tables exist
+    is first stamped past the host-table revision, so only the additive one runs."""
+    config = alembic_config(database_url)
+    if adopt:
+        _check_brownfield(database_url)
+        command.stamp(config, HOST_TABLE_REVISION)
+    command.upgrade(config, revision)
+
+
+def downgrade(database_url: str, revision: str) -> None:
+    command.downgrade(alembic_config(database_url), revision)
+
+
+def _check_brownfield(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        inspector = inspect(engine)
+        if inspector.has_table("alembic_version"):
+            raise JlgError("--adopt is for a database without migration history; run `jlg migrate`")
+        for table, needed in REQUIRED_HOST_COLUMNS.items():
+            if not inspector.has_table(table):
+                raise JlgError(f"--adopt needs the host table {table}; it does not exist")
+            missing = needed - {c["name"] for c in inspector.get_columns(table)}
+            if missing:
+                raise JlgError(f"host table {table} lacks columns {sorted(missing)}")
+    finally:
+        engine.dispose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jlg", description="Scheduled join-link generation.")
+    parser.add_argument(
+        "--database-url", help="SQLAlchemy URL; default JLG_DATABASE_URL", default=None
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("migrate", help="apply migrations (to head by default)")
+    up.add_argument("revision", nargs="?", default="head")
+    up.add_argument(
+        "--adopt",
+        action="store_true",
+        help="brownfield: the host tables exist already; apply only the additive revision",
+    )
+    down = sub.add_parser("downgrade", help="revert migrations to a revision (e.g. base)")
+    down.add_argument("revision")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+    try:
+        url = args.database_url or Settings.from_env().database_url
+        if args.command == "migrate":
+            migrate(url, args.revision, adopt=args.adopt)
+        else:
+            downgrade(url, args.revision)
+    except JlgError as exc:
+        print(f"jlg: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:
+        print(f"jlg: cannot reach the database: {exc.orig}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

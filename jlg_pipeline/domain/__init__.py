@@ -1,0 +1,1 @@
+"""Plain-Python domain: status machine, constants, value objects and errors. No I/O."""

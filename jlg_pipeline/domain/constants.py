@@ -1,0 +1,43 @@
+"""The TRD's timing and volume constants. Code constants, not environment (TRD §Deployment)."""
+
+from dataclasses import dataclass
+
+from jlg_pipeline.domain.errors import InvalidInput
+
+FALLBACK_CRON = "0 */4 * * *"
+FALLBACK_CRON_TIMEZONE = "UTC"
+GRACE_MS = 30 * 60 * 1000
+STALE_MS = 30 * 60 * 1000
+FALLBACK_BATCH_LIMIT = 50
+MAX_RETRY_ATTEMPTS = 5
+MAX_EVENT_AGE_SECONDS = 86_400
+
+# Beyond the TRD (the due guard): EventBridge fires at the minute it was given, and clocks
+# differ a little, so a claim may start this much before ``link_generation_at``. An event
+# left over from a superseded, later schedule can still not generate early.
+DUE_TOLERANCE_MS = 60 * 1000
+
+DEFAULT_REGISTRAR_BATCH_SIZE = 500
+MAX_REGISTRAR_BATCH_SIZE = 10_000
+MAX_LAST_ERROR_CHARS = 2_000
+BIGINT_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TimingWindows:
+    """The windows the claim and the sweep use, in milliseconds.
+
+    Production always uses the defaults; tests and the local stack may shorten them
+    through configuration so a stale reclaim can be watched in seconds.
+    """
+
+    grace_ms: int = GRACE_MS
+    stale_ms: int = STALE_MS
+    due_tolerance_ms: int = DUE_TOLERANCE_MS
+
+    def __post_init__(self) -> None:
+        for name in ("grace_ms", "stale_ms", "due_tolerance_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}")

@@ -1,0 +1,74 @@
+"""The project's error hierarchy. Each docstring is the meaning; HTTP codes and retry
+classification are decided from these types in one place each (``web`` and
+:func:`is_retryable`)."""
+
+
+class JlgError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class InvalidInput(JlgError, ValueError):
+    """A caller passed a value a public function does not accept; nothing was written."""
+
+
+class ConfigError(JlgError):
+    """The configuration (environment) is missing a value or holds one that cannot work."""
+
+
+class SessionNotFound(JlgError):
+    """No program session with that id, or it is soft-deleted."""
+
+
+class GenerationInProgress(JlgError):
+    """A generation holds the session's claim and is not stale; it cannot be re-armed now."""
+
+
+class DatabaseUnavailable(JlgError):
+    """The database could not be reached or dropped the connection; retrying may succeed."""
+
+
+class RegistrarError(JlgError):
+    """bulkRegister did not complete."""
+
+
+class RegistrarUnavailable(RegistrarError):
+    """bulkRegister timed out, could not connect, or the service answered 5xx; retryable."""
+
+
+class RegistrarRejected(RegistrarError):
+    """bulkRegister refused the request or answered something unusable; retrying the same
+    request will not help (the sweep still re-attempts the session in a later cycle)."""
+
+
+class GenerationFailed(JlgError):
+    """A claimed generation failed; the session is marked FAILED with the error kept.
+
+    ``retryable`` says whether the trigger should retry soon (SQS / run retry) or leave the
+    session to the sweep.
+    """
+
+    def __init__(self, message: str, *, session_id: int, attempt: int, retryable: bool) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.attempt = attempt
+        self.retryable = retryable
+
+
+class RetryableGenerationFailed(GenerationFailed):
+    """A claimed generation failed for a reason that may pass (timeout, 5xx, lost database)."""
+
+
+class NonRetryableGenerationFailed(GenerationFailed):
+    """A claimed generation failed for a reason that retrying now will not change."""
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """The one place that decides whether a failed generation is retried by its trigger.
+
+    Rejections and bad input are final for this attempt; everything else (timeouts, 5xx,
+    database trouble, bugs that may be transient) is retried, the TRD's "generation errors
+    are retryable" rule.
+    """
+    if isinstance(exc, GenerationFailed):
+        return exc.retryable
+    return not isinstance(exc, RegistrarRejected | InvalidInput | ConfigError)

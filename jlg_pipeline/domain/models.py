@@ -1,0 +1,112 @@
+"""Value objects that cross the seams between repository, services and registrars."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from jlg_pipeline.domain.status import LinkGenerationStatus
+
+
+class Trigger(StrEnum):
+    """Which path asked for a generation; carried into logs and run tags."""
+
+    EVENT = "event"
+    CRON = "cron"
+    BACKFILL = "backfill"
+    MANUAL = "manual"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkGenerationState:
+    """A session's link-generation fields as the database holds them now."""
+
+    id: int
+    link_generation_at: datetime | None
+    status: LinkGenerationStatus
+    attempt: int
+    last_error: str | None
+    job_id: str | None
+    updated_at: datetime
+    deleted: bool
+    stale: bool
+    """True when the status is IN_PROGRESS and older than the stale window (database clock)."""
+    due: bool
+    """True when ``link_generation_at`` is set and within the due tolerance (database clock)."""
+
+
+class SetOutcome(StrEnum):
+    UPDATED = "updated"
+    NOT_FOUND = "not_found"
+    IN_PROGRESS = "in_progress"
+
+
+@dataclass(frozen=True, slots=True)
+class SetResult:
+    """What a set/clear did. ``state`` is the row after the write, or None when refused."""
+
+    outcome: SetOutcome
+    state: LinkGenerationState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The right to generate for one session, held by exactly one attempt."""
+
+    session_id: int
+    program_id: int
+    attempt: int
+    link_generation_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DueSession:
+    """A fallback-sweep candidate."""
+
+    id: int
+    link_generation_at: datetime
+    status: LinkGenerationStatus
+
+
+@dataclass(frozen=True, slots=True)
+class BulkRegisterRequest:
+    """iface-05: ``bulkRegister({sessionId, role, batchSize}, actorUserId)``."""
+
+    session_id: int
+    role: str | None = None
+    batch_size: int | None = None
+    actor_user_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkRegisterResult:
+    job_id: str
+    total: int
+
+
+class GenerationResult(StrEnum):
+    COMPLETED = "completed"
+    SKIPPED = "skipped"
+    SUPERSEDED = "superseded"
+    """bulkRegister ran, but a stale reclaim took the claim meanwhile: the mark was fenced out."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationOutcome:
+    session_id: int
+    result: GenerationResult
+    attempt: int | None = None
+    job_id: str | None = None
+    total: int | None = None
+    reason: str | None = None
+    """Why it was skipped or superseded, in words an operator can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    found: int
+    completed: int
+    skipped: int
+    failed: int
+    left_behind: int
+    """Due sessions past this sweep's limit, left for the next sweep (or a larger limit)."""
+    failed_session_ids: tuple[int, ...] = ()

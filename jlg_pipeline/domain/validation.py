@@ -1,0 +1,65 @@
+"""Checks on values entering public functions, so bad input fails before any write."""
+
+from datetime import datetime
+
+from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
+from jlg_pipeline.domain.errors import InvalidInput
+
+MAX_ROLE_CHARS = 64
+
+
+def _int_between(value: object, low: int, high: int) -> int | None:
+    """The value when it is a real int (bools are not) within [low, high], else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return None
+    return value
+
+
+def session_id(value: object) -> int:
+    checked = _int_between(value, 1, BIGINT_MAX)
+    if checked is None:
+        raise InvalidInput(f"programSessionId must be a positive 64-bit integer, got {value!r}")
+    return checked
+
+
+def actor_user_id(value: object) -> int | None:
+    if value is None:
+        return None
+    checked = _int_between(value, 1, INT_MAX)
+    if checked is None:
+        raise InvalidInput(f"actorUserId must be a positive 32-bit integer, got {value!r}")
+    return checked
+
+
+def batch_size(value: object) -> int | None:
+    if value is None:
+        return None
+    checked = _int_between(value, 1, MAX_REGISTRAR_BATCH_SIZE)
+    if checked is None:
+        raise InvalidInput(
+            f"batchSize must be an integer from 1 to {MAX_REGISTRAR_BATCH_SIZE}, got {value!r}"
+        )
+    return checked
+
+
+def positive_limit(value: object, name: str = "limit") -> int:
+    checked = _int_between(value, 1, INT_MAX)
+    if checked is None:
+        raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
+    return checked
+
+
+def role(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ROLE_CHARS:
+        raise InvalidInput(f"role must be a non-empty string of at most {MAX_ROLE_CHARS} characters")
+    return value
+
+
+def aware_datetime(value: object, name: str = "linkGenerationAt") -> datetime:
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{name} must be a datetime, got {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise InvalidInput(f"{name} must carry a UTC offset")
+    return value

@@ -1,0 +1,178 @@
+"""``generate_for_session``: the single gate every trigger passes through (TRD dec-09).
+
+claim ▶ bulkRegister ▶ mark. A lost claim returns normally; a failed bulkRegister marks the
+session FAILED, keeps the error on the row and raises a GenerationFailed that says whether
+the trigger should retry.
+"""
+
+import logging
+
+from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.errors import (
+    DatabaseUnavailable,
+    GenerationFailed,
+    InvalidInput,
+    NonRetryableGenerationFailed,
+    RetryableGenerationFailed,
+    RegistrarError,
+    is_retryable,
+)
+from jlg_pipeline.domain.models import (
+    BulkRegisterRequest,
+    Claim,
+    GenerationOutcome,
+    GenerationResult,
+    LinkGenerationState,
+    Trigger,
+)
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.log import log_event
+
+logger = logging.getLogger(__name__)
+S = LinkGenerationStatus
+
+SUPERSEDED_REASON = "a newer attempt took the claim (stale reclaim, re-arm or clear); this mark was fenced out"
+
+
+def generate_for_session(
+    session_id: int,
+    *,
+    repository: ProgramSessionRepository,
+    registrar: BulkRegistrar,
+    trigger: Trigger,
+    role: str | None = None,
+    batch_size: int | None = None,
+    actor_user_id: int | None = None,
+) -> GenerationOutcome:
+    """Generate join links for one session, at most once per cycle.
+
+    Returns COMPLETED (with job id and total), SKIPPED (the claim was lost or the session
+    is not claimable; ``reason`` says why) or SUPERSEDED (bulkRegister ran but a newer
+    attempt took the claim meanwhile). Raises InvalidInput, before any write, for bad
+    arguments, and GenerationFailed, after marking FAILED, when bulkRegister fails.
+    """
+    session_id = validation.session_id(session_id)
+    if not isinstance(trigger, Trigger):
+        raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
+    request = BulkRegisterRequest(
+        session_id=session_id,
+        role=validation.role(role),
+        batch_size=validation.batch_size(batch_size),
+        actor_user_id=validation.actor_user_id(actor_user_id),
+    )
+    fields = {"session_id": session_id, "trigger": trigger.value}
+
+    claim = repository.claim(session_id, request.actor_user_id)
+    if claim is None:
+        reason = skip_reason(repository.get_state(session_id))
+        log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
+        return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
+
+    fields["attempt"] = claim.attempt
+    log_event(
+        logger,
+        logging.INFO,
+        "generation.dispatched",
+        **fields,
+        role=request.role,
+        batch_size=request.batch_size,
+    )
+    try:
+        result = registrar.bulk_register(request)
+    except Exception as exc:  # every failure must leave the row FAILED, whatever it is
+        raise _failed(repository, claim, trigger, exc) from exc
+
+    outcome = GenerationOutcome(
+        session_id,
+        GenerationResult.COMPLETED,
+        attempt=claim.attempt,
+        job_id=result.job_id,
+        total=result.total,
+    )
+    if not repository.mark_completed(claim, result.job_id):
+        log_event(
+            logger,
+            logging.WARNING,
+            "generation.superseded",
+            **fields,
+            job_id=result.job_id,
+            total=result.total,
+            reason=SUPERSEDED_REASON,
+        )
+        return GenerationOutcome(
+            session_id,
+            GenerationResult.SUPERSEDED,
+            attempt=claim.attempt,
+            job_id=result.job_id,
+            total=result.total,
+            reason=SUPERSEDED_REASON,
+        )
+    log_event(
+        logger,
+        logging.INFO,
+        "generation.completed",
+        **fields,
+        job_id=result.job_id,
+        total=result.total,
+    )
+    return outcome
+
+
+def _failed(
+    repository: ProgramSessionRepository, claim: Claim, trigger: Trigger, exc: Exception
+) -> GenerationFailed:
+    """Mark the claim FAILED (fenced), log, and build the error the trigger sees."""
+    retryable = is_retryable(exc)
+    message = f"{type(exc).__name__}: {exc}"
+    try:
+        marked = repository.mark_failed(claim, message)
+    except DatabaseUnavailable as db_exc:
+        # The row stays IN_PROGRESS; once stale, the sweep (or a retry) reclaims it.
+        log_event(
+            logger,
+            logging.ERROR,
+            "generation.mark_failed_lost",
+            session_id=claim.session_id,
+            attempt=claim.attempt,
+            error=str(db_exc),
+        )
+        marked, retryable = False, True
+    log_event(
+        logger,
+        logging.ERROR,
+        "generation.failed",
+        # A registrar error is expected and self-explanatory; anything else gets a traceback.
+        exc_info=None if isinstance(exc, RegistrarError) else exc,
+        session_id=claim.session_id,
+        attempt=claim.attempt,
+        trigger=trigger.value,
+        retryable=retryable,
+        fenced_out=not marked,
+        error=message,
+    )
+    error_type = RetryableGenerationFailed if retryable else NonRetryableGenerationFailed
+    return error_type(
+        f"generation failed for session {claim.session_id} (attempt {claim.attempt}): {message}",
+        session_id=claim.session_id,
+        attempt=claim.attempt,
+        retryable=retryable,
+    )
+
+
+def skip_reason(state: LinkGenerationState | None) -> str:
+    """Why a claim on this session is not won, in words an operator can act on."""
+    if state is None:
+        return "no such program session"
+    if state.deleted:
+        return "the program session is soft-deleted"
+    if state.status is S.COMPLETED:
+        return "already COMPLETED this cycle"
+    if state.status is S.NOT_SCHEDULED or state.link_generation_at is None:
+        return "link generation is not scheduled"
+    if state.status is S.IN_PROGRESS and not state.stale:
+        return f"another attempt ({state.attempt}) holds the claim"
+    if not state.due:
+        return f"not due until {state.link_generation_at.isoformat()}"
+    return "the claim was lost to a concurrent caller"

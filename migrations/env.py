@@ -1,0 +1,46 @@
+"""Alembic environment: the URL comes from the caller (``jlg migrate``) or JLG_DATABASE_URL."""
+
+import os
+
+from alembic import context
+from sqlalchemy import Connection, create_engine, pool
+
+from jlg_pipeline.adapters.database import normalize_url
+from jlg_pipeline.adapters.tables import metadata
+from jlg_pipeline.config import DEFAULT_DATABASE_URL
+
+config = context.config
+target_metadata = metadata
+
+
+def _url() -> str:
+    url = (
+        config.attributes.get("database_url")
+        or config.get_main_option("sqlalchemy.url")
+        or os.environ.get("JLG_DATABASE_URL")
+        or DEFAULT_DATABASE_URL
+    )
+    return normalize_url(url)
+
+
+def _run(connection: Connection) -> None:
+    context.configure(connection=connection, target_metadata=target_metadata)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    given = config.attributes.get("connection")
+    if isinstance(given, Connection):
+        _run(given)
+    else:
+        engine = create_engine(_url(), poolclass=pool.NullPool)
+        try:
+            with engine.connect() as connection:
+                _run(connection)
+        finally:
+            engine.dispose()

@@ -1,0 +1,76 @@
+"""Link generation on hdb_program_session: the TRD's Data model, expand-only.
+
+The TRD's two columns (link_generation_at, link_generation_status with a CHECK on its five
+values), the partial index for the fallback sweep, and three columns the design adds:
+the attempt number that fences a reclaimed run, the last error, and the bulk job id.
+Every new column is nullable or defaulted, so existing rows become NOT_SCHEDULED.
+
+Revision ID: 0002_link_generation
+Revises: 0001_host_tables
+Create Date: 2026-12-02
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0002_link_generation"
+down_revision: str | None = "0001_host_tables"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_TABLE = "hdb_program_session"
+_STATUSES = "'NOT_SCHEDULED', 'SCHEDULED', 'IN_PROGRESS', 'COMPLETED', 'FAILED'"
+
+
+def upgrade() -> None:
+    op.add_column(_TABLE, sa.Column("link_generation_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column(
+        _TABLE,
+        sa.Column(
+            "link_generation_status",
+            sa.String(20),
+            nullable=False,
+            server_default="NOT_SCHEDULED",
+        ),
+    )
+    op.add_column(
+        _TABLE,
+        sa.Column("link_generation_attempt", sa.Integer, nullable=False, server_default="0"),
+    )
+    op.add_column(_TABLE, sa.Column("link_generation_last_error", sa.Text, nullable=True))
+    op.add_column(_TABLE, sa.Column("link_generation_job_id", sa.String(255), nullable=True))
+    # NOT VALID then VALIDATE, and the index CONCURRENTLY: on a large brownfield table
+    # neither blocks the host application's writes for the length of a scan.
+    op.create_check_constraint(
+        "ck_psession_link_gen_status",
+        _TABLE,
+        f"link_generation_status IN ({_STATUSES})",
+        postgresql_not_valid=True,
+    )
+    op.execute(f"ALTER TABLE {_TABLE} VALIDATE CONSTRAINT ck_psession_link_gen_status")
+    with op.get_context().autocommit_block():
+        op.create_index(
+            "ix_psession_link_gen_due",
+            _TABLE,
+            ["link_generation_at"],
+            postgresql_where=sa.text(
+                "deleted_at IS NULL AND link_generation_status <> 'COMPLETED'"
+            ),
+            postgresql_concurrently=True,
+            if_not_exists=True,
+        )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_psession_link_gen_due", table_name=_TABLE)
+    op.drop_constraint("ck_psession_link_gen_status", _TABLE, type_="check")
+    for column in (
+        "link_generation_job_id",
+        "link_generation_last_error",
+        "link_generation_attempt",
+        "link_generation_status",
+        "link_generation_at",
+    ):
+        op.drop_column(_TABLE, column)
