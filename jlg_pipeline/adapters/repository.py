@@ -15,6 +15,7 @@ from sqlalchemy import (
     Integer,
     Interval,
     Row,
+    Select,
     and_,
     func,
     literal,
@@ -239,16 +240,18 @@ class ProgramSessionRepository:
             self._claimable(),
         )
 
-    def find_due_for_fallback_generation(self, limit: int) -> Sequence[DueSession]:
-        """Overdue past the grace window, not COMPLETED, not deleted, claimable (SCHEDULED,
-        FAILED or stale IN_PROGRESS); oldest ``link_generation_at`` first, at most ``limit``."""
-        limit = validation.positive_limit(limit)
-        statement = (
+    def _find_statement(self, limit: int) -> Select[Any]:
+        return (
             select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
             .where(self._fallback_candidates())
             .order_by(ps.c.link_generation_at, ps.c.id)
             .limit(limit)
         )
+
+    def find_due_for_fallback_generation(self, limit: int) -> Sequence[DueSession]:
+        """Overdue past the grace window, not COMPLETED, not deleted, claimable (SCHEDULED,
+        FAILED or stale IN_PROGRESS); oldest ``link_generation_at`` first, at most ``limit``."""
+        statement = self._find_statement(validation.positive_limit(limit))
         with translate_errors("finding overdue sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [

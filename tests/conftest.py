@@ -1,0 +1,53 @@
+"""Fixtures shared by every tier. Integration tests ask for ``engine`` or ``db_url``: each
+test gets a fresh database cloned from one migrated template, dropped afterwards."""
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine
+
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.cli import migrate
+from tests.support import postgres
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    with postgres.server_url() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def template_database(pg_admin_url: str) -> Iterator[str]:
+    name = postgres.new_database_name("jlg_template")
+    url = postgres.create_database(pg_admin_url, name)
+    try:
+        migrate(url)
+        yield name
+    finally:
+        postgres.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def db_url(pg_admin_url: str, template_database: str) -> Iterator[str]:
+    name = postgres.new_database_name("jlg_test")
+    url = postgres.create_database(pg_admin_url, name, template=template_database)
+    try:
+        yield url
+    finally:
+        postgres.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    engine = create_engine(db_url, pool_size=20, max_overflow=20)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def repository(engine: Engine) -> ProgramSessionRepository:
+    return ProgramSessionRepository(engine)

@@ -1,0 +1,1 @@
+"""Test support: PostgreSQL provisioning, factories and fakes shared by the tiers."""

@@ -1,0 +1,119 @@
+"""Test data: program sessions with online details, registrations, and forced states.
+
+``force_state`` writes the link-generation columns directly, offsets measured on the
+database clock, so a test can put a session anywhere in the state machine (a stale claim
+is an ``updated_at`` moved 31 minutes back, not a 31-minute wait).
+"""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, insert, select, text, update
+
+from jlg_pipeline.adapters.tables import local_registration, online_session, program_session
+from jlg_pipeline.domain.status import LinkGenerationStatus
+
+_seconds = "now() + make_interval(secs => {})"
+
+
+def create_session(
+    engine: Engine,
+    *,
+    program_id: int = 1,
+    online: bool = True,
+    template: str | None = None,
+) -> int:
+    """A program session inserted with only ``program_id`` (plus its online details)."""
+    with engine.begin() as conn:
+        session_id = int(
+            conn.execute(
+                insert(program_session).values(program_id=program_id).returning(program_session.c.id)
+            ).scalar_one()
+        )
+        if online:
+            online_id = conn.execute(
+                insert(online_session)
+                .values(
+                    program_id=program_id,
+                    program_session_id=session_id,
+                    template=template or f"template-{session_id}",
+                )
+                .returning(online_session.c.id)
+            ).scalar_one()
+            conn.execute(
+                update(program_session)
+                .where(program_session.c.id == session_id)
+                .values(hdb_online_session=online_id)
+            )
+    return session_id
+
+
+def force_state(
+    engine: Engine,
+    session_id: int,
+    status: LinkGenerationStatus,
+    *,
+    at_offset: timedelta | None = timedelta(minutes=-1),
+    updated_offset: timedelta = timedelta(0),
+    attempt: int | None = None,
+    deleted: bool = False,
+) -> None:
+    """Put a session in ``status`` with ``link_generation_at = now() + at_offset`` (None
+    clears it) and ``updated_at = now() + updated_offset``, on the database clock."""
+    values: dict[str, Any] = {
+        "link_generation_status": status.value,
+        "link_generation_at": None
+        if at_offset is None
+        else text(_seconds.format(at_offset.total_seconds())),
+        "updated_at": text(_seconds.format(updated_offset.total_seconds())),
+        "deleted_at": text("now()") if deleted else None,
+    }
+    if attempt is not None:
+        values["link_generation_attempt"] = attempt
+    with engine.begin() as conn:
+        conn.execute(update(program_session).where(program_session.c.id == session_id).values(values))
+
+
+def session_row(engine: Engine, session_id: int) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return dict(
+            conn.execute(select(program_session).where(program_session.c.id == session_id))
+            .one()
+            ._mapping
+        )
+
+
+def online_snapshot(engine: Engine, session_id: int) -> tuple[Any, ...]:
+    """The session's online-session link and the linked row, to compare before and after."""
+    with engine.connect() as conn:
+        link = conn.execute(
+            select(program_session.c.hdb_online_session).where(program_session.c.id == session_id)
+        ).scalar_one()
+        rows = conn.execute(
+            select(online_session).where(online_session.c.program_session_id == session_id)
+        ).all()
+    return (link, tuple(tuple(r) for r in rows))
+
+
+def add_registrations(
+    engine: Engine,
+    program_id: int,
+    count: int,
+    *,
+    role: str = "attendee",
+    status: str = "ACTIVE",
+    first_user_id: int = 1,
+) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            insert(local_registration),
+            [
+                {"program_id": program_id, "user_id": first_user_id + i, "role": role, "status": status}
+                for i in range(count)
+            ],
+        )
+
+
+def db_now(engine: Engine) -> datetime:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT now()")).scalar_one()  # type: ignore[no-any-return]

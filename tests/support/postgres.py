@@ -1,0 +1,80 @@
+"""A real PostgreSQL for the tests: the configured or local server, else an embedded one.
+
+Order: ``JLG_TEST_ADMIN_DATABASE_URL`` if set; the machine's server on 127.0.0.1:5432
+(unless ``JLG_TEST_PG=embedded``); otherwise a PostgreSQL started from the ``pgserver``
+wheel under ``.data/test-postgres`` in the checkout, stopped when the tests end.
+Each test gets its own database cloned from a migrated template.
+"""
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from jlg_pipeline.adapters.database import normalize_url
+
+LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+EMBEDDED_DIR = Path(__file__).resolve().parents[2] / ".data" / "test-postgres"
+
+
+def _libpq(url: str) -> str:
+    return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(
+        hide_password=False
+    )
+
+
+def reachable(url: str) -> bool:
+    try:
+        with psycopg.connect(_libpq(url), connect_timeout=3):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+@contextmanager
+def server_url() -> Iterator[str]:
+    """The admin URL of a running server for the whole test session."""
+    explicit = os.environ.get("JLG_TEST_ADMIN_DATABASE_URL")
+    if explicit:
+        yield normalize_url(explicit)
+        return
+    if os.environ.get("JLG_TEST_PG") != "embedded" and reachable(LOCAL_SERVER):
+        yield LOCAL_SERVER
+        return
+    import pgserver
+
+    EMBEDDED_DIR.mkdir(parents=True, exist_ok=True)
+    server: Any = pgserver.get_server(str(EMBEDDED_DIR), cleanup_mode="stop")
+    try:
+        yield normalize_url(server.get_uri())
+    finally:
+        server.cleanup()
+
+
+def with_database(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def admin_execute(admin_url: str, *statements: str) -> None:
+    with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+def new_database_name(prefix: str) -> str:
+    return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+def create_database(admin_url: str, name: str, template: str | None = None) -> str:
+    clause = f' TEMPLATE "{template}"' if template else ""
+    admin_execute(admin_url, f'CREATE DATABASE "{name}"{clause}')
+    return with_database(admin_url, name)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    admin_execute(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
