@@ -11,6 +11,5 @@ from jlg_pipeline.config import RegistrarKind, Settings
 def build_registrar(settings: Settings, engine: Engine) -> BulkRegistrar:
     """The registrar ``JLG_REGISTRAR`` selects: ``local`` (default) or ``http``."""
     if settings.registrar is RegistrarKind.HTTP:
-        assert settings.online_session_url and settings.online_session_token  # from_env checked
-        return HttpRegistrar(settings.online_session_url, settings.online_session_token)
+        return HttpRegistrar(settings.online_session_url or "", settings.online_session_token or "")
     return LocalRegistrar(engine)

@@ -8,11 +8,10 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-
-import migrations
 from sqlalchemy import inspect
 from sqlalchemy.exc import OperationalError
 
+import migrations
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError

@@ -44,8 +44,9 @@ class Settings:
         try:
             registrar = RegistrarKind(raw_registrar)
         except ValueError:
+            kinds = [k.value for k in RegistrarKind]
             raise ConfigError(
-                f"JLG_REGISTRAR must be one of {[k.value for k in RegistrarKind]}, got {raw_registrar!r}"
+                f"JLG_REGISTRAR must be one of {kinds}, got {raw_registrar!r}"
             ) from None
         settings = cls(
             database_url=env.get("JLG_DATABASE_URL") or DEFAULT_DATABASE_URL,

@@ -255,7 +255,9 @@ class ProgramSessionRepository:
         with translate_errors("finding overdue sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [
-            DueSession(id=r.id, link_generation_at=r.link_generation_at, status=S(r.link_generation_status))
+            DueSession(
+                id=r.id, link_generation_at=r.link_generation_at, status=S(r.link_generation_status)
+            )
             for r in rows
         ]
 

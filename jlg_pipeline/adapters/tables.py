@@ -40,7 +40,9 @@ program_session = Table(
     Column(
         "hdb_online_session",
         BigInteger,
-        ForeignKey("hdb_online_session.id", name="fk_program_session_online_session", use_alter=True),
+        ForeignKey(
+            "hdb_online_session.id", name="fk_program_session_online_session", use_alter=True
+        ),
         nullable=True,
     ),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
@@ -64,9 +66,7 @@ program_session = Table(
     Index(
         "ix_psession_link_gen_due",
         "link_generation_at",
-        postgresql_where=text(
-            "deleted_at IS NULL AND link_generation_status <> 'COMPLETED'"
-        ),
+        postgresql_where=text("deleted_at IS NULL AND link_generation_status <> 'COMPLETED'"),
     ),
 )
 
@@ -98,7 +98,9 @@ local_registration = Table(
     Column("status", String(20), nullable=False, server_default="ACTIVE"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint("status IN ('ACTIVE', 'WITHDRAWN')", name="ck_local_registration_status"),
-    UniqueConstraint("program_id", "user_id", "role", name="uq_local_registration_program_user_role"),
+    UniqueConstraint(
+        "program_id", "user_id", "role", name="uq_local_registration_program_user_role"
+    ),
     Index("ix_local_registration_program_role", "program_id", "role", "id"),
 )
 

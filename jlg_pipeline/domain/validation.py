@@ -53,7 +53,9 @@ def role(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_ROLE_CHARS:
-        raise InvalidInput(f"role must be a non-empty string of at most {MAX_ROLE_CHARS} characters")
+        raise InvalidInput(
+            f"role must be a non-empty string of at most {MAX_ROLE_CHARS} characters"
+        )
     return value
 
 

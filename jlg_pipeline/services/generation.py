@@ -6,6 +6,7 @@ the trigger should retry.
 """
 
 import logging
+from typing import Any
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -15,8 +16,8 @@ from jlg_pipeline.domain.errors import (
     GenerationFailed,
     InvalidInput,
     NonRetryableGenerationFailed,
-    RetryableGenerationFailed,
     RegistrarError,
+    RetryableGenerationFailed,
     is_retryable,
 )
 from jlg_pipeline.domain.models import (
@@ -33,7 +34,9 @@ from jlg_pipeline.log import log_event
 logger = logging.getLogger(__name__)
 S = LinkGenerationStatus
 
-SUPERSEDED_REASON = "a newer attempt took the claim (stale reclaim, re-arm or clear); this mark was fenced out"
+SUPERSEDED_REASON = (
+    "a newer attempt took the claim (stale reclaim, re-arm or clear); this mark was fenced out"
+)
 
 
 def generate_for_session(
@@ -62,7 +65,7 @@ def generate_for_session(
         batch_size=validation.batch_size(batch_size),
         actor_user_id=validation.actor_user_id(actor_user_id),
     )
-    fields = {"session_id": session_id, "trigger": trigger.value}
+    fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
     claim = repository.claim(session_id, request.actor_user_id)
     if claim is None:

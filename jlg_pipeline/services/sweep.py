@@ -46,7 +46,7 @@ def sweep_overdue_sessions(
         except GenerationFailed:
             failed.append(candidate.id)  # generate_for_session logged it with context
             continue
-        except Exception as exc:  # one broken session must not stop the sweep
+        except Exception as exc:  # noqa: BLE001 - one broken session must not stop the sweep
             log_event(
                 logger,
                 logging.ERROR,

@@ -65,7 +65,9 @@ def upgrade() -> None:
         sa.Column("role", sa.String(64), nullable=False, server_default="attendee"),
         sa.Column("status", sa.String(20), nullable=False, server_default="ACTIVE"),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=_now),
-        sa.CheckConstraint("status IN ('ACTIVE', 'WITHDRAWN')", name="ck_local_registration_status"),
+        sa.CheckConstraint(
+            "status IN ('ACTIVE', 'WITHDRAWN')", name="ck_local_registration_status"
+        ),
         sa.UniqueConstraint(
             "program_id", "user_id", "role", name="uq_local_registration_program_user_role"
         ),

@@ -25,7 +25,9 @@ _STATUSES = "'NOT_SCHEDULED', 'SCHEDULED', 'IN_PROGRESS', 'COMPLETED', 'FAILED'"
 
 
 def upgrade() -> None:
-    op.add_column(_TABLE, sa.Column("link_generation_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column(
+        _TABLE, sa.Column("link_generation_at", sa.DateTime(timezone=True), nullable=True)
+    )
     op.add_column(
         _TABLE,
         sa.Column(

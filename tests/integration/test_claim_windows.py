@@ -20,7 +20,9 @@ def test_production_stale_window_is_thirty_minutes(
     sid = create_session(engine)
     force_state(engine, sid, S.IN_PROGRESS, updated_offset=timedelta(minutes=-29), attempt=1)
     assert repository.claim(sid) is None
-    force_state(engine, sid, S.IN_PROGRESS, updated_offset=timedelta(minutes=-30, seconds=-1), attempt=1)
+    force_state(
+        engine, sid, S.IN_PROGRESS, updated_offset=timedelta(minutes=-30, seconds=-1), attempt=1
+    )
     claim = repository.claim(sid)
     assert claim is not None
     assert claim.attempt == 2
@@ -63,7 +65,9 @@ def test_zombie_marks_are_fenced_out(engine: Engine, repository: ProgramSessionR
     assert row["link_generation_last_error"] is None
 
 
-def test_rearm_fences_out_the_crashed_run(engine: Engine, repository: ProgramSessionRepository) -> None:
+def test_rearm_fences_out_the_crashed_run(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     crashed = repository.claim(sid)
@@ -76,7 +80,9 @@ def test_rearm_fences_out_the_crashed_run(engine: Engine, repository: ProgramSes
     assert session_row(engine, sid)["link_generation_status"] == S.SCHEDULED.value
 
 
-def test_future_session_is_not_claimed(engine: Engine, repository: ProgramSessionRepository) -> None:
+def test_future_session_is_not_claimed(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=5))
     assert repository.claim(sid) is None
@@ -109,6 +115,10 @@ def test_get_state_reports_staleness_and_due(
     state = repository.get_state(sid)
     assert state is not None
     assert (state.status, state.stale, state.due, state.attempt, state.deleted) == (
-        S.IN_PROGRESS, True, True, 4, False,
+        S.IN_PROGRESS,
+        True,
+        True,
+        4,
+        False,
     )
     assert repository.get_state(sid + 999) is None

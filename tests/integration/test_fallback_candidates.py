@@ -17,7 +17,9 @@ OVERDUE = timedelta(minutes=-31)
 def test_candidates_are_exactly_the_overdue_claimable_ones(
     engine: Engine, repository: ProgramSessionRepository
 ) -> None:
-    def make(status: S, at: timedelta | None, updated: timedelta = timedelta(0), deleted: bool = False) -> int:
+    def make(
+        status: S, at: timedelta | None, updated: timedelta = timedelta(0), deleted: bool = False
+    ) -> int:
         sid = create_session(engine, online=False)
         force_state(engine, sid, status, at_offset=at, updated_offset=updated, deleted=deleted)
         return sid
@@ -63,7 +65,7 @@ def test_candidate_query_uses_the_partial_index(
             )
         )
         conn.execute(text(f"ANALYZE {program_session.name}"))
-        statement = repository._find_statement(50)  # noqa: SLF001 - the statement itself is under test
+        statement = repository._find_statement(50)
         compiled = statement.compile(engine, compile_kwargs={"render_postcompile": True})
         plan = "\n".join(
             row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params)

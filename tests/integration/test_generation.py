@@ -43,8 +43,13 @@ def test_completes_and_logs(
     registrar = RecordingRegistrar(total=12)
 
     outcome = generate_for_session(
-        sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT,
-        role="attendee", batch_size=100, actor_user_id=8,
+        sid,
+        repository=repository,
+        registrar=registrar,
+        trigger=Trigger.EVENT,
+        role="attendee",
+        batch_size=100,
+        actor_user_id=8,
     )
 
     assert outcome.result is GenerationResult.COMPLETED
@@ -52,7 +57,12 @@ def test_completes_and_logs(
     assert outcome.attempt == 1
     assert len(registrar.calls) == 1
     call = registrar.calls[0]
-    assert (call.session_id, call.role, call.batch_size, call.actor_user_id) == (sid, "attendee", 100, 8)
+    assert (call.session_id, call.role, call.batch_size, call.actor_user_id) == (
+        sid,
+        "attendee",
+        100,
+        8,
+    )
     row = session_row(engine, sid)
     assert row["link_generation_status"] == S.COMPLETED.value
     assert row["link_generation_job_id"] == outcome.job_id
@@ -72,7 +82,9 @@ def test_lost_claim_returns_a_skip_with_the_reason(
     force_state(engine, sid, S.IN_PROGRESS, attempt=2)
     registrar = RecordingRegistrar()
 
-    outcome = generate_for_session(sid, repository=repository, registrar=registrar, trigger=Trigger.CRON)
+    outcome = generate_for_session(
+        sid, repository=repository, registrar=registrar, trigger=Trigger.CRON
+    )
 
     assert outcome.result is GenerationResult.SKIPPED
     assert outcome.reason == "another attempt (2) holds the claim"
@@ -106,7 +118,9 @@ def test_skip_reasons(
     assert (outcome.result, outcome.reason) == (GenerationResult.SKIPPED, reason)
 
 
-def test_future_session_skip_says_when(engine: Engine, repository: ProgramSessionRepository) -> None:
+def test_future_session_skip_says_when(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(hours=1))
     outcome = generate_for_session(
@@ -141,7 +155,10 @@ def test_failure_marks_failed_keeps_the_error_and_classifies(
 
     with pytest.raises(expected) as raised:
         generate_for_session(
-            sid, repository=repository, registrar=RecordingRegistrar(error=error), trigger=Trigger.EVENT
+            sid,
+            repository=repository,
+            registrar=RecordingRegistrar(error=error),
+            trigger=Trigger.EVENT,
         )
 
     assert raised.value.retryable is retryable
@@ -164,8 +181,10 @@ def test_failed_session_is_retried_with_a_new_attempt(
     force_state(engine, sid, S.SCHEDULED)
     with pytest.raises(GenerationFailed):
         generate_for_session(
-            sid, repository=repository,
-            registrar=RecordingRegistrar(error=RegistrarUnavailable("x")), trigger=Trigger.EVENT,
+            sid,
+            repository=repository,
+            registrar=RecordingRegistrar(error=RegistrarUnavailable("x")),
+            trigger=Trigger.EVENT,
         )
     outcome = generate_for_session(
         sid, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.EVENT
@@ -198,14 +217,18 @@ def test_superseded_when_reclaimed_during_bulk_register(
     assert row["link_generation_job_id"] == successor.job_id
 
 
-def test_concurrent_triggers_generate_once(engine: Engine, repository: ProgramSessionRepository) -> None:
+def test_concurrent_triggers_generate_once(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     registrar = RecordingRegistrar()
     with ThreadPoolExecutor(12) as pool:
         outcomes = list(
             pool.map(
-                lambda t: generate_for_session(sid, repository=repository, registrar=registrar, trigger=t),
+                lambda t: generate_for_session(
+                    sid, repository=repository, registrar=registrar, trigger=t
+                ),
                 [Trigger.EVENT, Trigger.CRON, Trigger.BACKFILL] * 4,
             )
         )
@@ -225,8 +248,10 @@ def test_database_lost_while_marking_failed_stays_retryable(
     monkeypatch.setattr(repository, "mark_failed", lost)
     with pytest.raises(RetryableGenerationFailed):
         generate_for_session(
-            sid, repository=repository,
-            registrar=RecordingRegistrar(error=RegistrarRejected("no")), trigger=Trigger.EVENT,
+            sid,
+            repository=repository,
+            registrar=RecordingRegistrar(error=RegistrarRejected("no")),
+            trigger=Trigger.EVENT,
         )
     assert session_row(engine, sid)["link_generation_status"] == S.IN_PROGRESS.value
 

@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -43,12 +44,12 @@ def test_every_kind_of_write_leaves_the_online_session_alone(
     repository.mark_completed(claim, "job")
     unchanged()
     force_state(engine, sid, S.SCHEDULED)
-    generate_for_session(sid, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.EVENT)
+    generate_for_session(
+        sid, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.EVENT
+    )
     unchanged()
     force_state(engine, sid, S.SCHEDULED)
     failing = RecordingRegistrar(error=RegistrarUnavailable("down"))
-    try:
+    with pytest.raises(GenerationFailed):
         generate_for_session(sid, repository=repository, registrar=failing, trigger=Trigger.CRON)
-    except GenerationFailed:
-        pass
     unchanged()

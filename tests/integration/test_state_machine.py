@@ -66,29 +66,46 @@ ACTIONS: dict[Transition, Action] = {
 # What each action does from each start: the expected status after, or None (refused).
 EXPECTED: dict[tuple[S, timedelta], dict[Transition, S | None]] = {
     (S.NOT_SCHEDULED, FRESH): {
-        Transition.ARM: S.SCHEDULED, Transition.CLEAR: S.NOT_SCHEDULED,
-        Transition.CLAIM: None, Transition.COMPLETE: None, Transition.FAIL: None,
+        Transition.ARM: S.SCHEDULED,
+        Transition.CLEAR: S.NOT_SCHEDULED,
+        Transition.CLAIM: None,
+        Transition.COMPLETE: None,
+        Transition.FAIL: None,
     },
     (S.SCHEDULED, FRESH): {
-        Transition.ARM: S.SCHEDULED, Transition.CLEAR: S.NOT_SCHEDULED,
-        Transition.CLAIM: S.IN_PROGRESS, Transition.COMPLETE: None, Transition.FAIL: None,
+        Transition.ARM: S.SCHEDULED,
+        Transition.CLEAR: S.NOT_SCHEDULED,
+        Transition.CLAIM: S.IN_PROGRESS,
+        Transition.COMPLETE: None,
+        Transition.FAIL: None,
     },
     (S.IN_PROGRESS, FRESH): {
-        Transition.ARM: None, Transition.CLEAR: None,
-        Transition.CLAIM: None, Transition.COMPLETE: S.COMPLETED, Transition.FAIL: S.FAILED,
+        Transition.ARM: None,
+        Transition.CLEAR: None,
+        Transition.CLAIM: None,
+        Transition.COMPLETE: S.COMPLETED,
+        Transition.FAIL: S.FAILED,
     },
     (S.IN_PROGRESS, STALE): {
-        Transition.ARM: S.SCHEDULED, Transition.CLEAR: S.NOT_SCHEDULED,
-        Transition.CLAIM: S.IN_PROGRESS, Transition.COMPLETE: S.COMPLETED,
+        Transition.ARM: S.SCHEDULED,
+        Transition.CLEAR: S.NOT_SCHEDULED,
+        Transition.CLAIM: S.IN_PROGRESS,
+        Transition.COMPLETE: S.COMPLETED,
         Transition.FAIL: S.FAILED,
     },
     (S.COMPLETED, FRESH): {
-        Transition.ARM: S.SCHEDULED, Transition.CLEAR: S.NOT_SCHEDULED,
-        Transition.CLAIM: None, Transition.COMPLETE: None, Transition.FAIL: None,
+        Transition.ARM: S.SCHEDULED,
+        Transition.CLEAR: S.NOT_SCHEDULED,
+        Transition.CLAIM: None,
+        Transition.COMPLETE: None,
+        Transition.FAIL: None,
     },
     (S.FAILED, FRESH): {
-        Transition.ARM: S.SCHEDULED, Transition.CLEAR: S.NOT_SCHEDULED,
-        Transition.CLAIM: S.IN_PROGRESS, Transition.COMPLETE: None, Transition.FAIL: None,
+        Transition.ARM: S.SCHEDULED,
+        Transition.CLEAR: S.NOT_SCHEDULED,
+        Transition.CLAIM: S.IN_PROGRESS,
+        Transition.COMPLETE: None,
+        Transition.FAIL: None,
     },
 }
 
@@ -116,7 +133,11 @@ def test_transition(
         return
     assert changed
     assert after["link_generation_status"] == expected.value
-    kind = Transition.STALE_RECLAIM if (transition, start) == (Transition.CLAIM, S.IN_PROGRESS) else transition
+    kind = (
+        Transition.STALE_RECLAIM
+        if (transition, start) == (Transition.CLAIM, S.IN_PROGRESS)
+        else transition
+    )
     assert (start, expected, kind) in ALLOWED_TRANSITIONS
     assert after["updated_at"] > before["updated_at"]
     assert after["hdb_online_session"] == before["hdb_online_session"]
@@ -138,7 +159,7 @@ def test_transition(
 
 def test_every_allowed_transition_is_exercised() -> None:
     seen = set()
-    for (start, updated), actions in EXPECTED.items():
+    for (start, _updated), actions in EXPECTED.items():
         for transition, after in actions.items():
             if after is None:
                 continue
@@ -151,7 +172,9 @@ def test_every_allowed_transition_is_exercised() -> None:
     assert seen == ALLOWED_TRANSITIONS
 
 
-def test_arm_stores_the_instant_in_utc(engine: Engine, repository: ProgramSessionRepository) -> None:
+def test_arm_stores_the_instant_in_utc(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
     sid = create_session(engine)
     at = datetime(2030, 1, 2, 10, 30, tzinfo=UTC).astimezone()
     result = repository.set_link_generation(sid, at, None)

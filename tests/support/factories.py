@@ -27,7 +27,9 @@ def create_session(
     with engine.begin() as conn:
         session_id = int(
             conn.execute(
-                insert(program_session).values(program_id=program_id).returning(program_session.c.id)
+                insert(program_session)
+                .values(program_id=program_id)
+                .returning(program_session.c.id)
             ).scalar_one()
         )
         if online:
@@ -71,7 +73,9 @@ def force_state(
     if attempt is not None:
         values["link_generation_attempt"] = attempt
     with engine.begin() as conn:
-        conn.execute(update(program_session).where(program_session.c.id == session_id).values(values))
+        conn.execute(
+            update(program_session).where(program_session.c.id == session_id).values(values)
+        )
 
 
 def session_row(engine: Engine, session_id: int) -> dict[str, Any]:
@@ -108,7 +112,12 @@ def add_registrations(
         conn.execute(
             insert(local_registration),
             [
-                {"program_id": program_id, "user_id": first_user_id + i, "role": role, "status": status}
+                {
+                    "program_id": program_id,
+                    "user_id": first_user_id + i,
+                    "role": role,
+                    "status": status,
+                }
                 for i in range(count)
             ],
         )

@@ -23,8 +23,10 @@ EMBEDDED_DIR = Path(__file__).resolve().parents[2] / ".data" / "test-postgres"
 
 
 def _libpq(url: str) -> str:
-    return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(
-        hide_password=False
+    return (
+        make_url(normalize_url(url))
+        .set(drivername="postgresql")
+        .render_as_string(hide_password=False)
     )
 
 
@@ -49,7 +51,7 @@ def server_url() -> Iterator[str]:
     import pgserver
 
     EMBEDDED_DIR.mkdir(parents=True, exist_ok=True)
-    server: Any = pgserver.get_server(str(EMBEDDED_DIR), cleanup_mode="stop")
+    server: Any = pgserver.get_server(str(EMBEDDED_DIR), cleanup_mode="stop")  # type: ignore[attr-defined]
     try:
         yield normalize_url(server.get_uri())
     finally:
@@ -63,7 +65,7 @@ def with_database(url: str, name: str) -> str:
 def admin_execute(admin_url: str, *statements: str) -> None:
     with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
         for statement in statements:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
 
 def new_database_name(prefix: str) -> str:

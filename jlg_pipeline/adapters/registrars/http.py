@@ -16,7 +16,7 @@ _BODY_EXCERPT_CHARS = 300
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    jobId: StrictStr | StrictInt  # noqa: N815 - the wire name
+    jobId: StrictStr | StrictInt
     total: Annotated[StrictInt, Field(ge=0)]
 
 

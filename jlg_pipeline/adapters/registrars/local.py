@@ -78,9 +78,7 @@ class LocalRegistrar:
                         literal(job_id),
                     ),
                 )
-                .on_conflict_do_nothing(
-                    index_elements=["registration_id", "program_session_id"]
-                )
+                .on_conflict_do_nothing(index_elements=["registration_id", "program_session_id"])
                 .returning(local_join_link.c.id)
                 .cte("inserted")
             )

@@ -1,0 +1,98 @@
+"""The embedded registrar against real PostgreSQL: eligibility, batches, no duplicates."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+from jlg_pipeline.adapters.tables import local_bulk_job, local_join_link
+from jlg_pipeline.domain.errors import InvalidInput, RegistrarRejected
+from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from tests.support.factories import add_registrations, create_session, force_state
+
+
+def _links(engine: Engine, session_id: int) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).where(local_join_link.c.program_session_id == session_id)
+            ).scalar_one()
+        )
+
+
+def test_registers_every_eligible_registration_in_batches(engine: Engine) -> None:
+    sid = create_session(engine, program_id=10)
+    add_registrations(engine, 10, 23, role="attendee")
+    add_registrations(engine, 10, 4, role="mentor", first_user_id=1000)
+    add_registrations(engine, 10, 3, status="WITHDRAWN", first_user_id=2000)
+    add_registrations(engine, 11, 5)  # another program
+    registrar = LocalRegistrar(engine)
+
+    result = registrar.bulk_register(
+        BulkRegisterRequest(sid, role="attendee", batch_size=5, actor_user_id=3)
+    )
+
+    assert result.total == 23
+    assert _links(engine, sid) == 23
+    with engine.connect() as conn:
+        job = conn.execute(select(local_bulk_job).where(local_bulk_job.c.id == result.job_id)).one()
+        urls = conn.execute(select(local_join_link.c.join_url)).scalars().all()
+    assert (job.total, job.created, job.batch_size, job.actor_user_id) == (23, 23, 5, 3)
+    assert job.finished_at is not None
+    assert len(set(urls)) == len(urls), "every join link is distinct"
+
+
+def test_no_role_means_every_role(engine: Engine) -> None:
+    sid = create_session(engine, program_id=10)
+    add_registrations(engine, 10, 6, role="attendee")
+    add_registrations(engine, 10, 2, role="mentor", first_user_id=100)
+    assert LocalRegistrar(engine).bulk_register(BulkRegisterRequest(sid)).total == 8
+
+
+def test_repeats_create_no_duplicate_join_links(engine: Engine) -> None:
+    sid = create_session(engine, program_id=10)
+    add_registrations(engine, 10, 40)
+    registrar = LocalRegistrar(engine)
+    first = registrar.bulk_register(BulkRegisterRequest(sid, batch_size=7))
+    add_registrations(engine, 10, 2, first_user_id=500)  # late registrants join the rerun
+    second = registrar.bulk_register(BulkRegisterRequest(sid, batch_size=7))
+    with ThreadPoolExecutor(4) as pool:
+        list(
+            pool.map(
+                lambda _: registrar.bulk_register(BulkRegisterRequest(sid, batch_size=3)), range(4)
+            )
+        )
+
+    assert (first.total, second.total) == (40, 42)
+    assert _links(engine, sid) == 42
+    with engine.connect() as conn:
+        created = conn.execute(
+            select(local_bulk_job.c.created).where(local_bulk_job.c.id == second.job_id)
+        ).scalar_one()
+    assert created == 2
+
+
+def test_missing_or_deleted_session_is_rejected(engine: Engine) -> None:
+    sid = create_session(engine)
+    registrar = LocalRegistrar(engine)
+    with pytest.raises(RegistrarRejected):
+        registrar.bulk_register(BulkRegisterRequest(sid + 50))
+    force_state(engine, sid, LinkGenerationStatus.SCHEDULED, deleted=True)
+    with pytest.raises(RegistrarRejected):
+        registrar.bulk_register(BulkRegisterRequest(sid))
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [BulkRegisterRequest(0), BulkRegisterRequest(1, batch_size=0), BulkRegisterRequest(1, role="")],
+)
+def test_bad_request_is_refused_before_any_write(
+    engine: Engine, request_: BulkRegisterRequest
+) -> None:
+    create_session(engine)
+    with pytest.raises(InvalidInput):
+        LocalRegistrar(engine).bulk_register(request_)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(local_bulk_job)).scalar_one() == 0

@@ -1,0 +1,68 @@
+import pytest
+
+from jlg_pipeline.config import RegistrarKind, Settings, parse_flag
+from jlg_pipeline.domain.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    InvalidInput,
+    NonRetryableGenerationFailed,
+    RegistrarRejected,
+    RegistrarUnavailable,
+    RetryableGenerationFailed,
+    is_retryable,
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable"),
+    [
+        (RegistrarUnavailable("503"), True),
+        (DatabaseUnavailable("gone"), True),
+        (TimeoutError(), True),
+        (RuntimeError("bug"), True),
+        (RegistrarRejected("400"), False),
+        (InvalidInput("bad"), False),
+        (ConfigError("no url"), False),
+        (RetryableGenerationFailed("x", session_id=1, attempt=1, retryable=True), True),
+        (NonRetryableGenerationFailed("x", session_id=1, attempt=1, retryable=False), False),
+    ],
+)
+def test_one_place_classifies_retry(error: Exception, retryable: bool) -> None:
+    assert is_retryable(error) is retryable
+
+
+def test_settings_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings.registrar is RegistrarKind.LOCAL
+    assert settings.database_url.startswith("postgresql+psycopg://")
+
+
+def test_http_registrar_needs_url_and_token() -> None:
+    with pytest.raises(ConfigError, match="JLG_ONLINE_SESSION_URL"):
+        Settings.from_env({"JLG_REGISTRAR": "http"})
+    settings = Settings.from_env(
+        {
+            "JLG_REGISTRAR": "HTTP",
+            "JLG_ONLINE_SESSION_URL": "http://x",
+            "JLG_ONLINE_SESSION_TOKEN": "t",
+        }
+    )
+    assert settings.registrar is RegistrarKind.HTTP
+    assert "online_session_token" not in repr(settings), "the token stays out of logs"
+
+
+def test_unknown_registrar_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="JLG_REGISTRAR must be one of"):
+        Settings.from_env({"JLG_REGISTRAR": "zoom"})
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"), [("true", True), ("1", True), ("FALSE", False), ("", False), (None, False)]
+)
+def test_flags(raw: str | None, value: bool) -> None:
+    assert parse_flag("ENABLE_X", raw) is value
+
+
+def test_bad_flag_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="ENABLE_X"):
+        parse_flag("ENABLE_X", "maybe")

@@ -1,0 +1,38 @@
+"""Imports point one way: the domain core (domain, services) imports neither Dagster,
+Starlette nor the AWS SDK, and no adapter imports an entry point's framework."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "jlg_pipeline"
+FRAMEWORKS = {"dagster", "starlette", "uvicorn"}
+AWS = {"boto3", "botocore"}
+RULES = {
+    "domain": FRAMEWORKS
+    | AWS
+    | {"sqlalchemy", "psycopg", "httpx", "jlg_pipeline.adapters", "jlg_pipeline.services"},
+    "services": FRAMEWORKS | AWS | {"sqlalchemy", "psycopg", "httpx"},
+    "adapters": FRAMEWORKS | {"jlg_pipeline.services"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(RULES))
+def test_layer_imports(layer: str) -> None:
+    files = sorted((PACKAGE / layer).rglob("*.py"))
+    assert files
+    for path in files:
+        for name in _imports(path):
+            banned = [b for b in RULES[layer] if name == b or name.startswith(b + ".")]
+            assert not banned, f"{path.relative_to(PACKAGE.parent)} imports {name}"

@@ -1,0 +1,69 @@
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.errors import InvalidInput
+
+
+@pytest.mark.parametrize("value", [1, 7, 2**63 - 1])
+def test_session_id_accepts_positive_bigints(value: int) -> None:
+    assert validation.session_id(value) == value
+
+
+@pytest.mark.parametrize("value", [0, -1, 2**63, True, False, 1.0, "1", None])
+def test_session_id_refuses_everything_else(value: object) -> None:
+    with pytest.raises(InvalidInput, match="programSessionId"):
+        validation.session_id(value)
+
+
+@pytest.mark.parametrize(
+    ("check", "bad"),
+    [
+        (validation.actor_user_id, 0),
+        (validation.actor_user_id, 2**31),
+        (validation.actor_user_id, True),
+        (validation.batch_size, 0),
+        (validation.batch_size, 10_001),
+        (validation.batch_size, 2.0),
+        (validation.role, ""),
+        (validation.role, "   "),
+        (validation.role, "x" * 65),
+        (validation.role, 3),
+    ],
+)
+def test_optional_fields_refuse_bad_values(check: object, bad: object) -> None:
+    with pytest.raises(InvalidInput):
+        check(bad)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    "check", [validation.actor_user_id, validation.batch_size, validation.role]
+)
+def test_optional_fields_accept_none(check: object) -> None:
+    assert check(None) is None  # type: ignore[operator]
+
+
+def test_aware_datetime() -> None:
+    aware = datetime(2030, 1, 1, tzinfo=timezone(timedelta(hours=2)))
+    assert validation.aware_datetime(aware) is aware
+    with pytest.raises(InvalidInput, match="offset"):
+        validation.aware_datetime(datetime(2030, 1, 1))
+    with pytest.raises(InvalidInput, match="must be a datetime"):
+        validation.aware_datetime("2030-01-01T00:00:00Z")
+    assert validation.aware_datetime(datetime.now(UTC)).tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"stale_ms": -1}, {"grace_ms": 1.5}, {"due_tolerance_ms": True}]
+)
+def test_timing_windows_refuse_bad_values(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidInput):
+        TimingWindows(**kwargs)  # type: ignore[arg-type]
+
+
+def test_limit() -> None:
+    assert validation.positive_limit(50) == 50
+    with pytest.raises(InvalidInput, match="batchLimit"):
+        validation.positive_limit(0, "batchLimit")
