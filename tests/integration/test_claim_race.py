@@ -98,6 +98,10 @@ def test_processes_one_winner_per_round(engine: Engine, db_url: str) -> None:
             assert {r for r, _ in outcomes} == {round_no}
             winners = [a for _, a in outcomes if a is not None]
             assert len(winners) == 1, f"round {round_no}: {len(winners)} winners"
+    except BaseException:
+        start.abort()  # a failed round must not leave the workers waiting on the barriers
+        done.abort()
+        raise
     finally:
         for worker in workers:
             worker.join(timeout=30)
