@@ -14,7 +14,8 @@ from sqlalchemy.exc import OperationalError
 import migrations
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.config import Settings
-from jlg_pipeline.domain.errors import JlgError
+from jlg_pipeline.domain.errors import ConfigError, JlgError
+from jlg_pipeline.tokens import mint_token
 
 HOST_TABLE_REVISION = "0001_host_tables"
 REQUIRED_HOST_COLUMNS = {
@@ -75,10 +76,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     down = sub.add_parser("downgrade", help="revert migrations to a revision (e.g. base)")
     down.add_argument("revision")
+    token = sub.add_parser(
+        "token", help="mint an HS256 bearer token from JLG_JWT_SECRET (local use)"
+    )
+    token.add_argument("--user-id", type=int, default=1)
+    token.add_argument("--roles", default="admin", help="comma-separated roles")
+    token.add_argument("--ttl", type=int, default=3600, help="seconds until it expires")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     try:
-        url = args.database_url or Settings.from_env().database_url
+        settings = Settings.from_env()
+        if args.command == "token":
+            settings.require_jwt_key()
+            if not settings.jwt_secret:
+                raise ConfigError("jlg token signs with JLG_JWT_SECRET (HS256)")
+            roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
+            print(
+                mint_token(
+                    settings.jwt_secret, user_id=args.user_id, roles=roles, ttl_seconds=args.ttl
+                )
+            )
+            return 0
+        url = args.database_url or settings.database_url
         if args.command == "migrate":
             migrate(url, args.revision, adopt=args.adopt)
         else:

@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jlg"
+MIN_JWT_SECRET_BYTES = 32
 
 
 class RegistrarKind(StrEnum):
@@ -30,12 +32,30 @@ def parse_flag(name: str, raw: str | None, default: bool = False) -> bool:
     raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
 
+def scheduler_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """ENABLE_JOIN_LINK_SCHEDULER, read when asked so flipping it needs no deploy."""
+    env = os.environ if environ is None else environ
+    return parse_flag("ENABLE_JOIN_LINK_SCHEDULER", env.get("ENABLE_JOIN_LINK_SCHEDULER"))
+
+
+def fallback_cron_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """ENABLE_JOIN_LINK_FALLBACK_CRON, read when asked so flipping it needs no deploy."""
+    env = os.environ if environ is None else environ
+    return parse_flag("ENABLE_JOIN_LINK_FALLBACK_CRON", env.get("ENABLE_JOIN_LINK_FALLBACK_CRON"))
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     registrar: RegistrarKind = RegistrarKind.LOCAL
     online_session_url: str | None = None
     online_session_token: str | None = field(default=None, repr=False)
+    jwt_secret: str | None = field(default=None, repr=False)
+    jwt_public_key: str | None = field(default=None, repr=False)
+    scheduler_enabled: bool = False
+    scheduler_target: ScheduleTarget | None = None
+    aws_endpoint_url: str | None = None
+    aws_region: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -48,11 +68,25 @@ class Settings:
             raise ConfigError(
                 f"JLG_REGISTRAR must be one of {kinds}, got {raw_registrar!r}"
             ) from None
+        queue_arn = env.get("AWS_SCHEDULER_TARGET_QUEUE_ARN") or None
+        role_arn = env.get("AWS_SCHEDULER_EXECUTION_ROLE_ARN") or None
         settings = cls(
             database_url=env.get("JLG_DATABASE_URL") or DEFAULT_DATABASE_URL,
             registrar=registrar,
             online_session_url=env.get("JLG_ONLINE_SESSION_URL") or None,
             online_session_token=env.get("JLG_ONLINE_SESSION_TOKEN") or None,
+            jwt_secret=env.get("JLG_JWT_SECRET") or None,
+            jwt_public_key=env.get("JLG_JWT_PUBLIC_KEY") or None,
+            scheduler_enabled=scheduler_enabled(env),
+            scheduler_target=ScheduleTarget(
+                queue_arn=queue_arn,
+                role_arn=role_arn,
+                group_name=env.get("AWS_SCHEDULER_GROUP_NAME") or DEFAULT_GROUP,
+            )
+            if queue_arn and role_arn
+            else None,
+            aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
+            aws_region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,
         )
         if registrar is RegistrarKind.HTTP and not (
             settings.online_session_url and settings.online_session_token
@@ -61,3 +95,12 @@ class Settings:
                 "JLG_REGISTRAR=http needs JLG_ONLINE_SESSION_URL and JLG_ONLINE_SESSION_TOKEN"
             )
         return settings
+
+    def require_jwt_key(self) -> None:
+        """The web app cannot authenticate anyone without a key: fail at start, clearly."""
+        if self.jwt_public_key:
+            return
+        if not self.jwt_secret:
+            raise ConfigError("set JLG_JWT_SECRET (HS256) or JLG_JWT_PUBLIC_KEY (RS256)")
+        if len(self.jwt_secret.encode()) < MIN_JWT_SECRET_BYTES:
+            raise ConfigError(f"JLG_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes")

@@ -50,3 +50,9 @@ def translate_errors(action: str) -> Iterator[None]:
         if exc.connection_invalidated:
             raise DatabaseUnavailable(f"database connection lost while {action}") from exc
         raise
+
+
+def ping(engine: Engine) -> None:
+    """Raises DatabaseUnavailable unless a trivial query answers."""
+    with translate_errors("checking readiness"), engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")

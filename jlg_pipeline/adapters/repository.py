@@ -266,3 +266,13 @@ class ProgramSessionRepository:
         statement = select(func.count()).select_from(ps).where(self._fallback_candidates())
         with translate_errors("counting overdue sessions"), self._engine.connect() as conn:
             return int(conn.execute(statement).scalar_one())
+
+    def count_by_status(self) -> dict[str, int]:
+        """Sessions that are not soft-deleted, counted by link-generation status."""
+        statement = (
+            select(ps.c.link_generation_status, func.count())
+            .where(ps.c.deleted_at.is_(None))
+            .group_by(ps.c.link_generation_status)
+        )
+        with translate_errors("counting sessions by status"), self._engine.connect() as conn:
+            return {status: int(count) for status, count in conn.execute(statement).all()}

@@ -22,16 +22,9 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
+from tests.support.logs import events
 
 S = LinkGenerationStatus
-
-
-def _events(caplog: pytest.LogCaptureFixture) -> list[tuple[str, dict[str, object]]]:
-    return [
-        (r.jlg_event, r.jlg_fields)  # type: ignore[attr-defined]
-        for r in caplog.records
-        if hasattr(r, "jlg_event")
-    ]
 
 
 def test_completes_and_logs(
@@ -66,9 +59,9 @@ def test_completes_and_logs(
     row = session_row(engine, sid)
     assert row["link_generation_status"] == S.COMPLETED.value
     assert row["link_generation_job_id"] == outcome.job_id
-    events = _events(caplog)
-    assert [name for name, _ in events] == ["generation.dispatched", "generation.completed"]
-    for _, fields in events:
+    logged = events(caplog)
+    assert [name for name, _ in logged] == ["generation.dispatched", "generation.completed"]
+    for _, fields in logged:
         assert fields["session_id"] == sid
         assert fields["attempt"] == 1
         assert fields["trigger"] == "event"
@@ -89,7 +82,7 @@ def test_lost_claim_returns_a_skip_with_the_reason(
     assert outcome.result is GenerationResult.SKIPPED
     assert outcome.reason == "another attempt (2) holds the claim"
     assert registrar.calls == []
-    [(name, fields)] = _events(caplog)
+    [(name, fields)] = events(caplog)
     assert name == "generation.claim_skipped"
     assert fields["session_id"] == sid
 
@@ -167,7 +160,7 @@ def test_failure_marks_failed_keeps_the_error_and_classifies(
     row = session_row(engine, sid)
     assert row["link_generation_status"] == S.FAILED.value
     assert row["link_generation_last_error"] == f"{type(error).__name__}: {error}"
-    failed = [f for name, f in _events(caplog) if name == "generation.failed"]
+    failed = [f for name, f in events(caplog) if name == "generation.failed"]
     assert failed
     assert failed[0]["session_id"] == sid
     assert failed[0]["attempt"] == 1

@@ -1,0 +1,63 @@
+"""Thin boto3 adapter over EventBridge Scheduler (TRD AwsSchedulerService).
+
+Only CreateSchedule, UpdateSchedule and DeleteSchedule are called, so the TRD's
+least-privilege IAM policy stays enough. Timeouts and retries are bounded so a slow AWS
+cannot hold an admin request for long.
+"""
+
+from typing import Any, Literal
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+AWS_CLIENT_CONFIG = Config(
+    connect_timeout=2,
+    read_timeout=5,
+    retries={"max_attempts": 2, "mode": "standard"},
+)
+
+
+def scheduler_client(*, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
+    """A boto3 ``scheduler`` client; region and endpoint default to the AWS_* variables."""
+    return boto3.client(
+        "scheduler", region_name=region_name, endpoint_url=endpoint_url, config=AWS_CLIENT_CONFIG
+    )
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class AwsScheduler:
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def upsert(self, request: dict[str, Any]) -> Literal["updated", "created"]:
+        """Update the named schedule, or create it when it does not exist yet."""
+        try:
+            self._client.update_schedule(**request)
+        except ClientError as exc:
+            if _code(exc) != "ResourceNotFoundException":
+                raise
+        else:
+            return "updated"
+        try:
+            self._client.create_schedule(**request)
+        except ClientError as exc:
+            if _code(exc) != "ConflictException":
+                raise
+            # Created by a concurrent request between our update and create.
+            self._client.update_schedule(**request)
+            return "updated"
+        return "created"
+
+    def delete(self, name: str, group_name: str) -> bool:
+        """Delete the named schedule; False when there was none (already fired, or never made)."""
+        try:
+            self._client.delete_schedule(Name=name, GroupName=group_name)
+        except ClientError as exc:
+            if _code(exc) == "ResourceNotFoundException":
+                return False
+            raise
+        return True

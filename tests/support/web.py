@@ -1,0 +1,67 @@
+"""Building the front door for tests: settings, tokens and a moto-backed AWS."""
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import jwt
+from starlette.testclient import TestClient
+
+from jlg_pipeline.config import Settings
+from jlg_pipeline.domain.schedule import ScheduleTarget
+from jlg_pipeline.tokens import mint_token
+from web.app import create_app
+
+SECRET = "jlg-test-secret-that-is-long-enough-for-hs256"
+ROLE_ARN = "arn:aws:iam::123456789012:role/jlg-scheduler-execution"
+
+
+@dataclass
+class Aws:
+    scheduler: Any
+    sqs: Any
+    queue_url: str
+    queue_arn: str
+
+
+def settings_for(db_url: str, queue_arn: str | None, **overrides: Any) -> Settings:
+    base = Settings(
+        database_url=db_url,
+        jwt_secret=SECRET,
+        scheduler_enabled=True,
+        scheduler_target=ScheduleTarget(queue_arn, ROLE_ARN) if queue_arn else None,
+        aws_region="us-east-1",
+    )
+    return replace(base, **overrides)
+
+
+def client_for(settings: Settings, scheduler_client: Any = None) -> TestClient:
+    app = create_app(settings, scheduler_client_=scheduler_client)
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def admin_headers(user_id: int = 7, **extra: str) -> dict[str, str]:
+    token = mint_token(SECRET, user_id=user_id, roles=("admin", "mentor"))
+    return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin", **extra}
+
+
+def raw_token(claims: dict[str, Any], key: str = SECRET, algorithm: str = "HS256") -> str:
+    return jwt.encode(claims, key, algorithm=algorithm)
+
+
+class RecordingClient:
+    """Wraps a boto3 client and records the operations called on it."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if callable(attribute) and not name.startswith("_"):
+
+            def recorded(*args: Any, **kwargs: Any) -> Any:
+                self.calls.append(name)
+                return attribute(*args, **kwargs)
+
+            return recorded
+        return attribute

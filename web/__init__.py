@@ -1,0 +1,1 @@
+"""The admin HTTP front door (Starlette): ``web.app:create_app`` builds it."""

@@ -1,0 +1,58 @@
+"""The endpoints. Each is a few lines over the services held in ``app.state``."""
+
+from datetime import UTC, datetime
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from jlg_pipeline.adapters.database import ping
+from jlg_pipeline.domain.errors import InvalidInput
+from web.auth import actor_id, admin_only
+from web.envelope import success
+from web.schemas import MAX_BODY_BYTES, parse_session_id, parse_set_body, response_data
+
+
+@admin_only
+async def link_generation(request: Request) -> Response:
+    """One route for both methods, so a wrong method's 405 names both in Allow."""
+    if request.method == "PATCH":
+        return await set_link_generation(request)
+    return await get_link_generation(request)
+
+
+async def get_link_generation(request: Request) -> Response:
+    session_id = parse_session_id(request.path_params["id"])
+    state = await run_in_threadpool(request.app.state.sessions.get_link_generation, session_id)
+    return success(response_data(state))
+
+
+async def set_link_generation(request: Request) -> Response:
+    session_id = parse_session_id(request.path_params["id"])
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise InvalidInput(f"body larger than {MAX_BODY_BYTES} bytes")
+    at = parse_set_body(await request.body(), datetime.now(UTC))
+    state = await run_in_threadpool(
+        request.app.state.sessions.set_link_generation, session_id, at, actor_id(request)
+    )
+    return success(response_data(state))
+
+
+async def healthz(request: Request) -> Response:
+    return success({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    await run_in_threadpool(ping, request.app.state.engine)
+    return success({"status": "ready", "database": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    body = await run_in_threadpool(generate_latest, request.app.state.metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(request.app.state.openapi)
