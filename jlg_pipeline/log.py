@@ -22,3 +22,17 @@ def log_event(
         extra={"jlg_event": event, "jlg_fields": fields},
         exc_info=exc_info,
     )
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """Send this project's lines to stderr when the host process has not set up logging
+    (uvicorn configures only its own loggers). Libraries stay at WARNING."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.WARNING,
+            format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        )
+    for name in ("jlg_pipeline", "web"):
+        if logging.getLogger(name).level == logging.NOTSET:
+            logging.getLogger(name).setLevel(level)

@@ -20,6 +20,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
+from jlg_pipeline.log import configure_logging
 from jlg_pipeline.services.join_link_scheduler import JoinLinkScheduler
 from jlg_pipeline.services.program_session import ProgramSessionService
 from web import envelope, routes
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 def create_app(settings: Settings | None = None, *, scheduler_client_: Any = None) -> Starlette:
     """Build the app. ``scheduler_client_`` replaces the boto3 scheduler client (tests)."""
+    configure_logging()
     settings = settings or Settings.from_env()
     settings.require_jwt_key()
     backend = JwtBackend(secret=settings.jwt_secret, public_key=settings.jwt_public_key)
