@@ -45,6 +45,12 @@ def _ms(value: int) -> ColumnElement[timedelta]:
     return literal(timedelta(milliseconds=value), Interval())
 
 
+def _due_session(row: Any) -> DueSession:
+    return DueSession(
+        id=row.id, link_generation_at=row.link_generation_at, status=S(row.link_generation_status)
+    )
+
+
 class ProgramSessionRepository:
     """The concurrency hotspot: the atomic claim, fenced marks and the sweep's query."""
 
@@ -254,18 +260,37 @@ class ProgramSessionRepository:
         statement = self._find_statement(validation.positive_limit(limit))
         with translate_errors("finding overdue sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
-        return [
-            DueSession(
-                id=r.id, link_generation_at=r.link_generation_at, status=S(r.link_generation_status)
-            )
-            for r in rows
-        ]
+        return [_due_session(r) for r in rows]
 
     def count_due_for_fallback_generation(self) -> int:
         """How many sessions :meth:`find_due_for_fallback_generation` would return unlimited."""
         statement = select(func.count()).select_from(ps).where(self._fallback_candidates())
         with translate_errors("counting overdue sessions"), self._engine.connect() as conn:
             return int(conn.execute(statement).scalar_one())
+
+    def find_due_in_window(
+        self, start: datetime, end: datetime, limit: int
+    ) -> Sequence[DueSession]:
+        """Backfill candidates: ``link_generation_at`` in [start, end), due, claimable and
+        not deleted (so never COMPLETED, inv-03); oldest first, at most ``limit``."""
+        start = validation.aware_datetime(start, "start")
+        end = validation.aware_datetime(end, "end")
+        statement = (
+            select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
+            .where(
+                ps.c.deleted_at.is_(None),
+                ps.c.link_generation_status != S.COMPLETED.value,
+                ps.c.link_generation_at >= start,
+                ps.c.link_generation_at < end,
+                self._due(),
+                self._claimable(),
+            )
+            .order_by(ps.c.link_generation_at, ps.c.id)
+            .limit(validation.positive_limit(limit))
+        )
+        with translate_errors("finding sessions to backfill"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [_due_session(r) for r in rows]
 
     def count_by_status(self) -> dict[str, int]:
         """Sessions that are not soft-deleted, counted by link-generation status."""

@@ -11,6 +11,10 @@ class InvalidInput(JlgError, ValueError):
     """A caller passed a value a public function does not accept; nothing was written."""
 
 
+class InvalidMessage(JlgError):
+    """A queue message is not a valid JOIN_LINK_GENERATION event; dropped, never retried."""
+
+
 class ConfigError(JlgError):
     """The configuration (environment) is missing a value or holds one that cannot work."""
 
@@ -71,4 +75,4 @@ def is_retryable(exc: BaseException) -> bool:
     """
     if isinstance(exc, GenerationFailed):
         return exc.retryable
-    return not isinstance(exc, RegistrarRejected | InvalidInput | ConfigError)
+    return not isinstance(exc, RegistrarRejected | InvalidInput | InvalidMessage | ConfigError)

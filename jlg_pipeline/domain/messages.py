@@ -6,9 +6,10 @@ Built by the scheduler as the schedule's target input; parsed by the queue consu
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
+from jlg_pipeline.domain.errors import InvalidMessage
 
 QUEUE_TYPE = "EVENT"
 SUB_TYPE = "JOIN_LINK_GENERATION"
@@ -54,3 +55,15 @@ def build_message(
         "correlationId": correlation_id(session_id),
         "data": data,
     }
+
+
+def parse_message(body: str) -> JoinLinkGenerationMessage:
+    """The validated message, or InvalidMessage naming what is wrong (non-retryable)."""
+    try:
+        return JoinLinkGenerationMessage.model_validate_json(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        if first["type"] == "json_invalid":
+            raise InvalidMessage("body is not JSON") from None
+        raise InvalidMessage(f"{where}: {first['msg']}") from None

@@ -1,20 +1,24 @@
-"""The fallback sweep (TRD JoinLinkGenerationFallbackService): the net under lost events,
-crashed runs and outages. Every candidate goes through the one gate, sequentially."""
+"""The fallback sweep (TRD JoinLinkGenerationFallbackService) and the backfill: the nets
+under lost events, crashed runs and outages. Every candidate goes through the one gate,
+sequentially, and one failing session never stops the rest."""
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed
-from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, SweepReport
+from jlg_pipeline.domain.models import DueSession, GenerationOutcome, GenerationResult, SweepReport
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
 
 Generate = Callable[[int], GenerationOutcome]
-"""Runs one session through ``generate_for_session`` with the sweep's trigger bound."""
+"""Runs one session through ``generate_for_session`` with the caller's trigger bound."""
+
+BACKFILL_LIMIT = 10_000
 
 
 def sweep_overdue_sessions(
@@ -22,22 +26,46 @@ def sweep_overdue_sessions(
     generate: Generate,
     limit: int = FALLBACK_BATCH_LIMIT,
 ) -> SweepReport:
-    """Generate for up to ``limit`` overdue sessions, oldest first, going on past failures.
+    """Generate for up to ``limit`` overdue sessions, oldest first.
 
-    ``left_behind`` counts the due sessions beyond the limit, for the next sweep; a
-    session that fails is counted and named in ``failed_session_ids``, never raised.
+    ``left_behind`` counts the due sessions beyond the limit, for the next sweep.
     """
     limit = validation.positive_limit(limit, "batchLimit")
     due_total = repository.count_due_for_fallback_generation()
     candidates = repository.find_due_for_fallback_generation(limit)
     log_event(
+        logger, logging.INFO, "sweep.found", found=len(candidates), due_total=due_total, limit=limit
+    )
+    report = generate_each(candidates, generate, left_behind=max(due_total - len(candidates), 0))
+    _log_finished("sweep.finished", report)
+    return report
+
+
+def backfill_window(
+    repository: ProgramSessionRepository,
+    generate: Generate,
+    start: datetime,
+    end: datetime,
+    limit: int = BACKFILL_LIMIT,
+) -> SweepReport:
+    """Generate for every due, not-COMPLETED session whose time falls in [start, end)."""
+    candidates = repository.find_due_in_window(start, end, limit)
+    log_event(
         logger,
         logging.INFO,
-        "sweep.found",
+        "backfill.found",
         found=len(candidates),
-        due_total=due_total,
-        limit=limit,
+        start=start.isoformat(),
+        end=end.isoformat(),
     )
+    report = generate_each(candidates, generate, left_behind=0)
+    _log_finished("backfill.finished", report)
+    return report
+
+
+def generate_each(
+    candidates: Sequence[DueSession], generate: Generate, *, left_behind: int
+) -> SweepReport:
     completed = skipped = 0
     failed: list[int] = []
     for candidate in candidates:
@@ -46,7 +74,7 @@ def sweep_overdue_sessions(
         except GenerationFailed:
             failed.append(candidate.id)  # generate_for_session logged it with context
             continue
-        except Exception as exc:  # noqa: BLE001 - one broken session must not stop the sweep
+        except Exception as exc:  # noqa: BLE001 - one broken session must not stop the rest
             log_event(
                 logger,
                 logging.ERROR,
@@ -61,23 +89,25 @@ def sweep_overdue_sessions(
             skipped += 1
         else:
             completed += 1
-    report = SweepReport(
+    return SweepReport(
         found=len(candidates),
         completed=completed,
         skipped=skipped,
         failed=len(failed),
-        left_behind=max(due_total - len(candidates), 0),
+        left_behind=left_behind,
         failed_session_ids=tuple(failed),
     )
+
+
+def _log_finished(event: str, report: SweepReport) -> None:
     log_event(
         logger,
-        logging.WARNING if failed else logging.INFO,
-        "sweep.finished",
+        logging.WARNING if report.failed else logging.INFO,
+        event,
         found=report.found,
         completed=report.completed,
         skipped=report.skipped,
         failed=report.failed,
         left_behind=report.left_behind,
-        failed_session_ids=",".join(map(str, failed)) or None,
+        failed_session_ids=",".join(map(str, report.failed_session_ids)) or None,
     )
-    return report

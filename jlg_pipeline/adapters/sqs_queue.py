@@ -1,0 +1,71 @@
+"""Thin boto3 adapter over the JOIN_LINK_GENERATION SQS queue (TRD iface-09)."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from jlg_pipeline.adapters.aws_scheduler import AWS_CLIENT_CONFIG
+
+MAX_BATCH = 10  # SQS's own limit for receive and delete batches
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+    receive_count: int
+
+
+def sqs_client(*, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
+    return boto3.client(
+        "sqs", region_name=region_name, endpoint_url=endpoint_url, config=AWS_CLIENT_CONFIG
+    )
+
+
+class SqsQueue:
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
+        self.queue_url = queue_url
+
+    def receive(
+        self, *, visibility_timeout: int = 120, wait_seconds: int = 0
+    ) -> list[QueueMessage]:
+        """Up to ten messages; they stay invisible to other readers for ``visibility_timeout``."""
+        answer = self._client.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=MAX_BATCH,
+            WaitTimeSeconds=wait_seconds,
+            VisibilityTimeout=visibility_timeout,
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        )
+        return [
+            QueueMessage(
+                message_id=m["MessageId"],
+                receipt_handle=m["ReceiptHandle"],
+                body=m.get("Body", ""),
+                receive_count=int(m.get("Attributes", {}).get("ApproximateReceiveCount", 1)),
+            )
+            for m in answer.get("Messages", [])
+        ]
+
+    def delete(self, messages: list[QueueMessage]) -> list[str]:
+        """Delete the messages; returns the ids SQS failed to delete (they will reappear)."""
+        failed: list[str] = []
+        for start in range(0, len(messages), MAX_BATCH):
+            chunk = messages[start : start + MAX_BATCH]
+            answer = self._client.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(chunk)
+                ],
+            )
+            failed += [chunk[int(f["Id"])].message_id for f in answer.get("Failed", [])]
+        return failed
+
+    def send(self, body: str) -> str:
+        """Used by the local stand-in for EventBridge delivery and by tests."""
+        return str(
+            self._client.send_message(QueueUrl=self.queue_url, MessageBody=body)["MessageId"]
+        )

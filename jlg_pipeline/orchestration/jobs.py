@@ -1,0 +1,197 @@
+"""The jobs: one generation per run, the fallback sweep, and the partitioned backfill.
+
+Every one calls ``generate_for_session`` and nothing else generates (TRD dec-09).
+"""
+
+from functools import partial
+
+from dagster import (
+    Backoff,
+    Config,
+    DailyPartitionsDefinition,
+    Failure,
+    Jitter,
+    JobDefinition,
+    OpExecutionContext,
+    Output,
+    RetryPolicy,
+    in_process_executor,
+    job,
+    op,
+)
+
+from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT, MAX_RETRY_ATTEMPTS
+from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
+from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
+from jlg_pipeline.orchestration.resources import DatabaseResource, RegistrarResource
+from jlg_pipeline.orchestration.tags import TRIGGER_TAG, trigger_of
+from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.services.sweep import backfill_window, sweep_overdue_sessions
+
+RETRY_DELAY_SECONDS = 10.0
+BACKFILL_START_DATE = "2026-01-01"
+backfill_partitions = DailyPartitionsDefinition(start_date=BACKFILL_START_DATE, timezone="UTC")
+
+
+class GenerateJoinLinksConfig(Config):
+    programSessionId: int
+    role: str | None = None
+    batchSize: int | None = None
+    actorUserId: int | None = None
+
+
+class SweepConfig(Config):
+    batchLimit: int = FALLBACK_BATCH_LIMIT
+
+
+def _outcome_metadata(outcome: GenerationOutcome) -> dict[str, str | int | None]:
+    return {
+        "session_id": outcome.session_id,
+        "outcome": outcome.result.value,
+        "attempt": outcome.attempt,
+        "jobId": outcome.job_id,
+        "total": outcome.total,
+        "reason": outcome.reason,
+    }
+
+
+def _report_metadata(report: SweepReport) -> dict[str, str | int]:
+    return {
+        "found": report.found,
+        "completed": report.completed,
+        "skipped": report.skipped,
+        "failed": report.failed,
+        "left_behind": report.left_behind,
+        "failed_session_ids": ",".join(map(str, report.failed_session_ids)),
+    }
+
+
+def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
+    """The job the sensor launches per event. Retryable failures retry inside the run (at
+    most MAX_RETRY_ATTEMPTS times, backing off); others fail the run at once."""
+
+    @op(
+        name="generate_join_links",
+        retry_policy=RetryPolicy(
+            max_retries=MAX_RETRY_ATTEMPTS,
+            delay=retry_delay_seconds,
+            backoff=Backoff.EXPONENTIAL,
+            jitter=Jitter.PLUS_MINUS,
+        ),
+    )
+    def generate_join_links(
+        context: OpExecutionContext,
+        config: GenerateJoinLinksConfig,
+        database: DatabaseResource,
+        registrar: RegistrarResource,
+    ) -> Output[None]:
+        try:
+            outcome = generate_for_session(
+                config.programSessionId,
+                repository=database.repository(),
+                registrar=registrar.registrar(database),
+                trigger=trigger_of(context.run.tags),
+                role=config.role,
+                batch_size=config.batchSize,
+                actor_user_id=config.actorUserId,
+            )
+        except InvalidInput as exc:
+            raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
+        except GenerationFailed as exc:
+            # Only the retryable ones go round again; the row already says FAILED.
+            raise Failure(
+                str(exc),
+                metadata={
+                    "session_id": exc.session_id,
+                    "attempt": exc.attempt,
+                    "retryable": exc.retryable,
+                },
+                allow_retries=exc.retryable,
+            ) from exc
+        return Output(None, metadata=_outcome_metadata(outcome))
+
+    @job(
+        name="join_link_generation_job",
+        executor_def=in_process_executor,
+        description="Generate join links for one program session through the single gate.",
+        tags={TRIGGER_TAG: Trigger.MANUAL.value},
+    )
+    def join_link_generation_job() -> None:
+        generate_join_links()
+
+    return join_link_generation_job
+
+
+@op(name="sweep_overdue_sessions")
+def sweep_overdue_sessions_op(
+    context: OpExecutionContext,
+    config: SweepConfig,
+    database: DatabaseResource,
+    registrar: RegistrarResource,
+) -> Output[None]:
+    """Regenerates overdue, not-COMPLETED sessions; fails the run if any session failed."""
+    repository = database.repository()
+    report = sweep_overdue_sessions(
+        repository,
+        partial(
+            generate_for_session,
+            repository=repository,
+            registrar=registrar.registrar(database),
+            trigger=trigger_of(context.run.tags, default=Trigger.CRON),
+        ),
+        config.batchLimit,
+    )
+    return _finish(report)
+
+
+@job(
+    name="join_link_fallback_sweep_job",
+    executor_def=in_process_executor,
+    description="The fallback sweep: every overdue, not-COMPLETED session through the gate.",
+)
+def join_link_fallback_sweep_job() -> None:
+    sweep_overdue_sessions_op()
+
+
+@op(name="backfill_partition_sessions")
+def backfill_partition_sessions(
+    context: OpExecutionContext, database: DatabaseResource, registrar: RegistrarResource
+) -> Output[None]:
+    """Regenerates every due, not-COMPLETED session whose time falls in the partition's day."""
+    window = context.partition_time_window
+    repository = database.repository()
+    report = backfill_window(
+        repository,
+        partial(
+            generate_for_session,
+            repository=repository,
+            registrar=registrar.registrar(database),
+            trigger=Trigger.BACKFILL,
+        ),
+        window.start,
+        window.end,
+    )
+    return _finish(report)
+
+
+@job(
+    name="join_link_backfill_job",
+    executor_def=in_process_executor,
+    partitions_def=backfill_partitions,
+    description="Backfill: regenerate due, not-COMPLETED sessions by day of link_generation_at.",
+    tags={TRIGGER_TAG: Trigger.BACKFILL.value},
+)
+def join_link_backfill_job() -> None:
+    backfill_partition_sessions()
+
+
+def _finish(report: SweepReport) -> Output[None]:
+    metadata = _report_metadata(report)
+    if report.failed:
+        # After every other session had its turn: the UI shows the run failed, and why.
+        raise Failure(
+            f"{report.failed} session(s) failed: {metadata['failed_session_ids']}",
+            metadata=metadata,
+            allow_retries=False,
+        )
+    return Output(None, metadata=metadata)

@@ -1,0 +1,218 @@
+"""The jobs with execute_in_process against real PostgreSQL and the fake registrar."""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from dagster import DagsterInstance, JobDefinition
+from sqlalchemy import Engine
+
+from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.orchestration.jobs import (
+    build_generation_job,
+    join_link_backfill_job,
+    join_link_fallback_sweep_job,
+)
+from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.tags import TRIGGER_TAG
+from tests.support.dagster import fake_registrar
+from tests.support.factories import create_session, force_state, session_row
+from tests.support.fakes import RecordingRegistrar
+
+S = LinkGenerationStatus
+FAST_RETRIES = build_generation_job(retry_delay_seconds=0)
+
+
+def _run(
+    job: JobDefinition,
+    db_url: str,
+    fake: RecordingRegistrar,
+    *,
+    run_config: dict[str, Any] | None = None,
+    tags: dict[str, str] | None = None,
+    partition_key: str | None = None,
+) -> Any:
+    return job.execute_in_process(
+        run_config=run_config,
+        resources={"database": DatabaseResource(url=db_url), "registrar": fake_registrar(fake)},
+        instance=DagsterInstance.ephemeral(),
+        tags=tags,
+        partition_key=partition_key,
+        raise_on_error=False,
+    )
+
+
+def _generate_config(sid: int, **extra: Any) -> dict[str, Any]:
+    return {"ops": {"generate_join_links": {"config": {"programSessionId": sid, **extra}}}}
+
+
+def _metadata(result: Any, op: str) -> dict[str, Any]:
+    for event in result.events_for_node(op):
+        if event.event_type_value == "STEP_OUTPUT":
+            return {k: v.value for k, v in event.step_output_data.metadata.items()}
+    raise AssertionError(f"no output from {op}")
+
+
+def test_generation_run_completes_with_metadata(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    fake = RecordingRegistrar(total=9)
+    result = _run(
+        FAST_RETRIES,
+        db_url,
+        fake,
+        run_config=_generate_config(sid, role="attendee", batchSize=50, actorUserId=4),
+        tags={TRIGGER_TAG: "event"},
+    )
+    assert result.success
+    metadata = _metadata(result, "generate_join_links")
+    assert metadata["outcome"] == "completed"
+    assert metadata["attempt"] == 1
+    assert metadata["total"] == 9
+    assert metadata["jobId"] == session_row(engine, sid)["link_generation_job_id"]
+    assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+    [call] = fake.calls
+    assert (call.role, call.batch_size, call.actor_user_id) == ("attendee", 50, 4)
+
+
+def test_lost_claim_succeeds_with_the_reason(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.COMPLETED)
+    fake = RecordingRegistrar()
+    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid))
+    assert result.success
+    metadata = _metadata(result, "generate_join_links")
+    assert (metadata["outcome"], metadata["reason"]) == ("skipped", "already COMPLETED this cycle")
+    assert fake.calls == []
+
+
+def test_retryable_failure_retries_then_leaves_failed(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    fake = RecordingRegistrar(error=RegistrarUnavailable("upstream 503"))
+    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid))
+    assert not result.success
+    assert len(fake.calls) == 1 + 5, "one try and MAX_RETRY_ATTEMPTS retries"
+    row = session_row(engine, sid)
+    assert row["link_generation_status"] == S.FAILED.value
+    assert row["link_generation_attempt"] == 6
+    assert "upstream 503" in row["link_generation_last_error"]
+
+
+def test_retry_recovers_when_the_registrar_comes_back(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+
+    class FlakyOnce(RecordingRegistrar):
+        def bulk_register(self, request: Any) -> Any:
+            self.error = RegistrarUnavailable("blip") if not self.calls else None
+            return super().bulk_register(request)
+
+    fake = FlakyOnce()
+    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid))
+    assert result.success
+    assert len(fake.calls) == 2
+    assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+
+
+def test_non_retryable_failure_fails_at_once(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    fake = RecordingRegistrar(error=RegistrarRejected("400 unknown role"))
+    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid))
+    assert not result.success
+    assert len(fake.calls) == 1
+    assert session_row(engine, sid)["link_generation_status"] == S.FAILED.value
+
+
+def test_invalid_run_config_fails_without_writing(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    before = session_row(engine, sid)
+    fake = RecordingRegistrar()
+    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid, batchSize=0))
+    assert not result.success
+    assert fake.calls == []
+    assert session_row(engine, sid) == before
+
+
+def _overdue(engine: Engine, count: int, minutes_back: int = 60) -> list[int]:
+    ids = []
+    for i in range(count):
+        sid = create_session(engine, online=False)
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-(minutes_back + i)))
+        ids.append(sid)
+    return ids
+
+
+def test_sweep_selects_oldest_within_the_limit_and_reports(engine: Engine, db_url: str) -> None:
+    ids = _overdue(engine, 4)
+    recent = create_session(engine, online=False)
+    force_state(engine, recent, S.SCHEDULED, at_offset=timedelta(minutes=-5))
+    fake = RecordingRegistrar()
+    result = _run(
+        join_link_fallback_sweep_job,
+        db_url,
+        fake,
+        run_config={"ops": {"sweep_overdue_sessions": {"config": {"batchLimit": 3}}}},
+    )
+    assert result.success
+    metadata = _metadata(result, "sweep_overdue_sessions")
+    assert (
+        metadata["found"],
+        metadata["completed"],
+        metadata["failed"],
+        metadata["left_behind"],
+    ) == (3, 3, 0, 1)
+    assert [c.session_id for c in fake.calls] == list(reversed(ids))[:3]
+    assert session_row(engine, recent)["link_generation_status"] == S.SCHEDULED.value
+
+
+def test_sweep_goes_past_a_failing_session_then_fails_the_run(engine: Engine, db_url: str) -> None:
+    ids = _overdue(engine, 3)
+
+    class FailsMiddle(RecordingRegistrar):
+        def bulk_register(self, request: Any) -> Any:
+            self.error = RegistrarUnavailable("down") if request.session_id == ids[1] else None
+            return super().bulk_register(request)
+
+    fake = FailsMiddle()
+    result = _run(join_link_fallback_sweep_job, db_url, fake)
+    assert not result.success
+    assert len(fake.calls) == 3
+    statuses = [session_row(engine, sid)["link_generation_status"] for sid in ids]
+    assert statuses == [S.COMPLETED.value, S.FAILED.value, S.COMPLETED.value]
+    failure = result.failure_data_for_node("sweep_overdue_sessions")
+    assert failure is not None
+    assert str(ids[1]) in failure.error.message
+
+
+def test_backfill_partition_regenerates_its_day_only(engine: Engine, db_url: str) -> None:
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).replace(
+        hour=12, minute=0, second=0, microsecond=0
+    )
+    day = yesterday.strftime("%Y-%m-%d")
+
+    def at(moment: datetime, status: S) -> int:
+        sid = create_session(engine, online=False)
+        force_state(engine, sid, status, at_offset=moment - datetime.now(UTC))
+        return sid
+
+    in_day = [at(yesterday, S.SCHEDULED), at(yesterday + timedelta(hours=3), S.FAILED)]
+    completed = at(yesterday, S.COMPLETED)
+    other_day = at(yesterday - timedelta(days=1), S.SCHEDULED)
+    fake = RecordingRegistrar()
+
+    result = _run(join_link_backfill_job, db_url, fake, partition_key=day)
+
+    assert result.success
+    assert sorted(c.session_id for c in fake.calls) == sorted(in_day)
+    assert session_row(engine, completed)["link_generation_job_id"] is None
+    assert session_row(engine, other_day)["link_generation_status"] == S.SCHEDULED.value
+    assert _metadata(result, "backfill_partition_sessions")["completed"] == 2
+
+
+@pytest.mark.parametrize("job", [join_link_fallback_sweep_job, join_link_backfill_job])
+def test_jobs_use_the_in_process_executor(job: JobDefinition) -> None:
+    assert job.executor_def.name == "in_process"
