@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint test-embedded migrate clean
+.PHONY: setup dev test lint test-embedded migrate clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,10 @@ test: lint
 # machine where no PostgreSQL runs.
 test-embedded: setup
 	JLG_TEST_PG=embedded $(BIN)/python -m pytest tests/integration/test_claim_race.py tests/integration/test_migrations.py
+
+# The whole system on this machine: embedded PostgreSQL and AWS emulation unless configured.
+dev: setup
+	$(BIN)/jlg dev
 
 migrate: setup
 	$(BIN)/jlg migrate

@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     down = sub.add_parser("downgrade", help="revert migrations to a revision (e.g. base)")
     down.add_argument("revision")
+    sub.add_parser("dev", help="LOCAL ONLY: run the whole system on this machine (Ctrl-C stops)")
     token = sub.add_parser(
         "token", help="mint an HS256 bearer token from JLG_JWT_SECRET (local use)"
     )
@@ -85,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     try:
+        if args.command == "dev":
+            from jlg_pipeline.local.stack import run_dev
+
+            return run_dev(Path(migrations.__file__).resolve().parent.parent)
         settings = Settings.from_env()
         if args.command == "token":
             settings.require_jwt_key()

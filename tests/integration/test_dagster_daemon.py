@@ -170,6 +170,10 @@ def test_instance_config_is_postgres_queued_and_limited_per_session(
         assert isinstance(coordinator, QueuedRunCoordinator)
         assert coordinator.get_run_queue_config().max_concurrent_runs == 4
         limits = coordinator.get_run_queue_config().tag_concurrency_limits
-        assert {"key": "jlg/session", "limit": 1, "value": {"applyLimitPerUniqueValue": True}} in limits
+        assert {
+            "key": "jlg/session",
+            "limit": 1,
+            "value": {"applyLimitPerUniqueValue": True},
+        } in limits
         assert instance.run_monitoring_enabled
         assert not instance.telemetry_enabled

@@ -1,0 +1,56 @@
+"""LOCAL ONLY: AWS for the dev stack — the configured endpoint, or an in-process moto server."""
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+QUEUE_NAME = "jlg-join-link-generation"
+EXECUTION_ROLE_ARN = "arn:aws:iam::123456789012:role/jlg-local-scheduler-execution"
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass
+class LocalAws:
+    endpoint_url: str
+    queue_url: str
+    queue_arn: str
+    env: dict[str, str]
+    server: Any = None
+
+    def client(self, service: str) -> Any:
+        make: Any = boto3.client
+        return make(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=self.env["AWS_DEFAULT_REGION"],
+            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def start_moto(port: int) -> LocalAws:
+    """An in-process moto server on 127.0.0.1 with the event queue created."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access line per poll otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    aws = LocalAws(endpoint, "", "", {**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}, server)
+    sqs = aws.client("sqs")
+    aws.queue_url = sqs.create_queue(QueueName=QUEUE_NAME)["QueueUrl"]
+    aws.queue_arn = sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    return aws

@@ -1,0 +1,284 @@
+"""LOCAL ONLY: ``jlg dev`` — the whole system on this machine with one command.
+
+PostgreSQL (``JLG_DATABASE_URL``/``DAGSTER_POSTGRES_URL`` if both set, else embedded under
+``.data/postgres``), AWS (``AWS_ENDPOINT_URL`` if set, else an in-process moto server with the
+queue created and the EventBridge delivery stand-in), migrations, demo data, then the web app,
+the Dagster webserver and the daemon, all on 127.0.0.1. Ctrl-C stops everything.
+"""
+
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.cli import migrate
+from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.local import aws as local_aws
+from jlg_pipeline.local import postgres as local_postgres
+from jlg_pipeline.local.eventbridge import EventBridgeStandIn
+from jlg_pipeline.local.seed import seed_demo
+from jlg_pipeline.log import configure_logging
+from jlg_pipeline.tokens import mint_token
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Ports:
+    web: int = int(os.environ.get("JLG_WEB_PORT", "8000"))
+    dagster: int = int(os.environ.get("JLG_DAGSTER_PORT", "3000"))
+    moto: int = int(os.environ.get("JLG_MOTO_PORT", "5005"))
+
+
+@dataclass
+class Children:
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, name: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+        out = log.open("ab")
+        self.processes[name] = subprocess.Popen(  # noqa: S603 - our own executables
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            # Started from a non-interactive shell SIGINT arrives ignored, and Dagster maps
+            # SIGTERM onto its SIGINT handler: reset both so stopping the group works.
+            preexec_fn=_default_signals,
+        )
+        out.close()
+
+    def exited(self) -> list[tuple[str, int]]:
+        return [(n, p.returncode) for n, p in self.processes.items() if p.poll() is not None]
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+                process.wait(timeout=5)
+        for process in self.processes.values():
+            _signal_group(process, signal.SIGKILL)  # grandchildren left in the group
+
+
+def _default_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+
+
+def _require_free(port: int, what: str) -> None:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise ConfigError(
+                f"port {port} for {what} is taken; set the matching JLG_*_PORT"
+            ) from None
+
+
+def _jwt_secret(data_dir: Path) -> str:
+    given = os.environ.get("JLG_JWT_SECRET")
+    if given:
+        return given
+    path = data_dir / "dev-jwt-secret"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _wait_ready(url: str, children: Children, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if children.exited():
+            return
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise ConfigError(f"{url} did not answer within {timeout:.0f}s")
+
+
+def run_dev(root: Path) -> int:
+    configure_logging()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the readiness polls
+    ports = Ports()
+    data = root / ".data"
+    logs = data / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for port, what in ((ports.web, "the web app"), (ports.dagster, "the Dagster webserver")):
+        _require_free(port, what)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    children = Children()
+    standin: EventBridgeStandIn | None = None
+    aws: local_aws.LocalAws | None = None
+    pg = local_postgres.start(
+        data / "postgres",
+        os.environ.get("JLG_DATABASE_URL"),
+        os.environ.get("DAGSTER_POSTGRES_URL"),
+    )
+    try:
+        env = dict(os.environ)
+        if os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("JLG_SQS_QUEUE_URL"):
+            if not os.environ.get("JLG_SQS_QUEUE_URL"):
+                raise ConfigError("with AWS_ENDPOINT_URL set, JLG_SQS_QUEUE_URL must be set too")
+        else:
+            _require_free(ports.moto, "the moto server")
+            aws = local_aws.start_moto(ports.moto)
+            env.update(aws.env)
+            env.update(
+                {
+                    "JLG_SQS_QUEUE_URL": aws.queue_url,
+                    "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+                    "AWS_SCHEDULER_EXECUTION_ROLE_ARN": local_aws.EXECUTION_ROLE_ARN,
+                }
+            )
+            standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
+            standin.start()
+
+        migrate(pg.app_url)
+        engine = create_engine(pg.app_url)
+        try:
+            demo_ids = seed_demo(engine)
+        finally:
+            engine.dispose()
+
+        secret = _jwt_secret(data)
+        dagster_home = data / "dagster_home"
+        dagster_home.mkdir(exist_ok=True)
+        shutil.copy(root / "dagster.yaml", dagster_home / "dagster.yaml")
+        (data / "tmp").mkdir(exist_ok=True)
+        env.update(
+            {
+                "JLG_DATABASE_URL": pg.app_url,
+                "DAGSTER_POSTGRES_URL": pg.dagster_url,
+                "DAGSTER_HOME": str(dagster_home),
+                "JLG_JWT_SECRET": secret,
+                "ENABLE_JOIN_LINK_SCHEDULER": env.get("ENABLE_JOIN_LINK_SCHEDULER", "true"),
+                "ENABLE_JOIN_LINK_FALLBACK_CRON": env.get("ENABLE_JOIN_LINK_FALLBACK_CRON", "true"),
+                "TMPDIR": str(data / "tmp"),
+            }
+        )
+        bin_dir = Path(sys.executable).parent
+        workspace = str(root / "workspace.yaml")
+        children.start(
+            "web",
+            [
+                str(bin_dir / "uvicorn"),
+                "--factory",
+                "web.app:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(ports.web),
+            ],
+            env,
+            root,
+            logs / "web.log",
+        )
+        children.start(
+            "dagster-webserver",
+            [
+                str(bin_dir / "dagster-webserver"),
+                "-w",
+                workspace,
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(ports.dagster),
+            ],
+            env,
+            root,
+            logs / "dagster-webserver.log",
+        )
+        children.start(
+            "dagster-daemon",
+            [str(bin_dir / "dagster-daemon"), "run", "-w", workspace],
+            env,
+            root,
+            logs / "dagster-daemon.log",
+        )
+        _wait_ready(f"http://127.0.0.1:{ports.web}/readyz", children, 60)
+        _wait_ready(f"http://127.0.0.1:{ports.dagster}/server_info", children, 120)
+        if not children.exited():
+            _banner(ports, secret, demo_ids, logs, standin is not None)
+
+        while not stop.is_set():
+            dead = children.exited()
+            if dead:
+                for name, code in dead:
+                    print(
+                        f"jlg dev: {name} exited with {code}; see {logs / (name + '.log')}",
+                        file=sys.stderr,
+                    )
+                return 1
+            stop.wait(1)
+        print("\njlg dev: stopping…", file=sys.stderr)
+        return 0
+    finally:
+        children.stop()
+        if standin is not None:
+            standin.stop()
+        if aws is not None:
+            aws.stop()
+        pg.stop()
+
+
+def _banner(ports: Ports, secret: str, demo_ids: list[int], logs: Path, standin: bool) -> None:
+    token = mint_token(secret, user_id=1, roles=("admin",), ttl_seconds=12 * 3600)
+    first = demo_ids[0]
+    where = (
+        f"in-process moto server on 127.0.0.1:{ports.moto} + EventBridge delivery stand-in"
+        if standin
+        else os.environ.get("AWS_ENDPOINT_URL", "the configured AWS")
+    )
+    print(
+        f"""
+jlg-pipeline is running (Ctrl-C stops everything)
+
+  admin API        http://127.0.0.1:{ports.web}   (OpenAPI: /openapi.json, metrics: /metrics)
+  Dagster UI       http://127.0.0.1:{ports.dagster}
+  AWS              {where}
+  logs             {logs}
+  demo sessions    {", ".join(map(str, demo_ids))}
+
+  admin token (12 h):
+    {token}
+
+  schedule demo session {first} one minute from now:
+    curl -s -X PATCH http://127.0.0.1:{ports.web}/program-session/{first}/link-generation \\
+      -H "Authorization: Bearer {token}" -H "X-Active-Role: admin" \\
+      -H "Content-Type: application/json" \\
+      -d "{{\\"linkGenerationAt\\": \\"$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)\\"}}"
+""",
+        flush=True,
+    )
