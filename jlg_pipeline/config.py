@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
 
@@ -44,6 +45,24 @@ def fallback_cron_enabled(environ: Mapping[str, str] | None = None) -> bool:
     return parse_flag("ENABLE_JOIN_LINK_FALLBACK_CRON", env.get("ENABLE_JOIN_LINK_FALLBACK_CRON"))
 
 
+def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
+    """The production windows, unless ``JLG_TEST_GRACE_MS`` / ``JLG_TEST_STALE_MS`` shorten
+    them: for tests and local experiments only, never set in production."""
+    env = os.environ if environ is None else environ
+    defaults = TimingWindows()
+    values = {}
+    for name, field_name in (("JLG_TEST_GRACE_MS", "grace_ms"), ("JLG_TEST_STALE_MS", "stale_ms")):
+        raw = env.get(name)
+        if raw:
+            if not raw.strip().isdigit():
+                raise ConfigError(f"{name} must be a whole number of milliseconds, got {raw!r}")
+            values[field_name] = int(raw)
+    return TimingWindows(
+        grace_ms=values.get("grace_ms", defaults.grace_ms),
+        stale_ms=values.get("stale_ms", defaults.stale_ms),
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
@@ -56,6 +75,7 @@ class Settings:
     scheduler_target: ScheduleTarget | None = None
     aws_endpoint_url: str | None = None
     aws_region: str | None = None
+    windows: TimingWindows = field(default_factory=TimingWindows)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -87,6 +107,7 @@ class Settings:
             else None,
             aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             aws_region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,
+            windows=timing_windows(env),
         )
         if registrar is RegistrarKind.HTTP and not (
             settings.online_session_url and settings.online_session_token

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -51,3 +52,17 @@ def engine(db_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def repository(engine: Engine) -> ProgramSessionRepository:
     return ProgramSessionRepository(engine)
+
+
+@pytest.fixture
+def dagster_storage_url(pg_admin_url: str) -> Iterator[str]:
+    name = postgres.new_database_name("jlg_dagster")
+    url = postgres.create_database(pg_admin_url, name)
+    try:
+        yield (
+            make_url(url)
+            .set(drivername="postgresql+psycopg2")
+            .render_as_string(hide_password=False)
+        )
+    finally:
+        postgres.drop_database(pg_admin_url, name)

@@ -42,7 +42,7 @@ def create_app(settings: Settings | None = None, *, scheduler_client_: Any = Non
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine = create_engine(settings.database_url)
-        repository = ProgramSessionRepository(engine)
+        repository = ProgramSessionRepository(engine, settings.windows)
         client = scheduler_client_
         if client is None and settings.scheduler_enabled and settings.scheduler_target:
             client = scheduler_client(

@@ -11,8 +11,7 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.sqs_queue import SqsQueue, sqs_client
 from jlg_pipeline.bootstrap import build_registrar
-from jlg_pipeline.config import Settings
-from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.config import Settings, timing_windows
 from jlg_pipeline.domain.errors import ConfigError
 
 _ENGINE_URLS: set[str] = set()
@@ -37,20 +36,12 @@ class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
     """The application database (``JLG_DATABASE_URL``)."""
 
     url: str
-    stale_ms: int | None = None
-    """Shortens the stale window for tests and the local stack only; production leaves it unset."""
-    grace_ms: int | None = None
 
     def engine(self) -> Engine:
         return _engine(self.url)
 
     def repository(self) -> ProgramSessionRepository:
-        defaults = TimingWindows()
-        windows = TimingWindows(
-            grace_ms=defaults.grace_ms if self.grace_ms is None else self.grace_ms,
-            stale_ms=defaults.stale_ms if self.stale_ms is None else self.stale_ms,
-        )
-        return ProgramSessionRepository(self.engine(), windows)
+        return ProgramSessionRepository(self.engine(), timing_windows())
 
 
 class RegistrarResource(ConfigurableResource):  # type: ignore[type-arg]

@@ -15,12 +15,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 from sqlalchemy import Engine, func, select
-from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support import postgres
 from tests.support.factories import add_registrations, create_session, force_state, session_row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,20 +43,6 @@ def moto_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
-
-
-@pytest.fixture
-def dagster_storage_url(pg_admin_url: str) -> Iterator[str]:
-    name = postgres.new_database_name("jlg_dagster")
-    url = postgres.create_database(pg_admin_url, name)
-    try:
-        yield (
-            make_url(url)
-            .set(drivername="postgresql+psycopg2")
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        postgres.drop_database(pg_admin_url, name)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -1,0 +1,174 @@
+"""The local stack for end-to-end tests: real dagster-daemon and web app processes on a
+real PostgreSQL, a moto server, and the EventBridge delivery stand-in. Windows are shortened
+through JLG_TEST_* configuration only; the constants keep their production values."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Engine
+
+from jlg_pipeline.local.aws import LocalAws, start_moto
+from jlg_pipeline.local.eventbridge import EventBridgeStandIn
+from jlg_pipeline.local.stack import Children
+from tests.support.factories import session_row
+from tests.support.web import SECRET, admin_headers
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@dataclass
+class Stack:
+    engine: Engine
+    env: dict[str, str]
+    web_url: str
+    aws: LocalAws
+    logs: Path
+    children: Children
+
+    def patch(self, session_id: int, at: datetime | None) -> httpx.Response:
+        return httpx.patch(
+            f"{self.web_url}/program-session/{session_id}/link-generation",
+            headers=admin_headers(),
+            json={"linkGenerationAt": None if at is None else at.isoformat()},
+            timeout=30,
+        )
+
+    def send(self, body: dict[str, Any]) -> None:
+        self.aws.client("sqs").send_message(
+            QueueUrl=self.aws.queue_url, MessageBody=json.dumps(body)
+        )
+
+    def launch_sweep(self) -> None:
+        """What the 4-hourly schedule does, now: submit the sweep job to the instance's queue."""
+        subprocess.run(
+            [
+                str(BIN / "dagster"),
+                "job",
+                "launch",
+                "-j",
+                "join_link_fallback_sweep_job",
+                "-w",
+                str(ROOT / "workspace.yaml"),
+            ],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def wait_for(self, session_id: int, status: str, timeout: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row = session_row(self.engine, session_id)
+            if row["link_generation_status"] == status:
+                return row
+            dead = self.children.exited()
+            assert not dead, f"{dead} exited:\n{self.log_tail()}"
+            time.sleep(0.5)
+        pytest.fail(f"session {session_id} not {status} in {timeout}s: {row}\n{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-2500:]}"
+            for p in sorted(self.logs.glob("*.log"))
+        )
+
+
+@pytest.fixture
+def start_stack(
+    engine: Engine, db_url: str, dagster_storage_url: str, tmp_path: Path
+) -> Iterator[Callable[..., Stack]]:
+    started: list[tuple[Children, EventBridgeStandIn, LocalAws]] = []
+
+    def start(**overrides: str) -> Stack:
+        aws = start_moto(free_port())
+        standin = EventBridgeStandIn(
+            aws.client("scheduler"), aws.client("sqs"), interval_seconds=0.5
+        )
+        standin.start()
+        home = tmp_path / "dagster_home"
+        home.mkdir(exist_ok=True)
+        shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+        logs = tmp_path / "logs"
+        logs.mkdir(exist_ok=True)
+        web_port = free_port()
+        env = {
+            **os.environ,
+            **aws.env,
+            "DAGSTER_HOME": str(home),
+            "DAGSTER_POSTGRES_URL": dagster_storage_url,
+            "JLG_DATABASE_URL": db_url,
+            "JLG_SQS_QUEUE_URL": aws.queue_url,
+            "JLG_JWT_SECRET": SECRET,
+            "JLG_REGISTRAR": "local",
+            "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+            "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/e2e",
+            "ENABLE_JOIN_LINK_SCHEDULER": "true",
+            "ENABLE_JOIN_LINK_FALLBACK_CRON": "false",
+            "TMPDIR": str(tmp_path),
+            **overrides,
+        }
+        children = Children()
+        started.append((children, standin, aws))
+        children.start(
+            "web",
+            [
+                str(BIN / "uvicorn"),
+                "--factory",
+                "web.app:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(web_port),
+            ],
+            env,
+            ROOT,
+            logs / "web.log",
+        )
+        children.start(
+            "dagster-daemon",
+            [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
+            env,
+            ROOT,
+            logs / "dagster-daemon.log",
+        )
+        web_url = f"http://127.0.0.1:{web_port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{web_url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (logs / "web.log").read_text()
+            time.sleep(0.3)
+        return Stack(engine, env, web_url, aws, logs, children)
+
+    try:
+        yield start
+    finally:
+        for children, standin, aws in started:
+            children.stop()
+            standin.stop()
+            aws.stop()

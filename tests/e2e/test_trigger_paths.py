@@ -1,0 +1,178 @@
+"""End to end through the real dagster-daemon and web app: the real-time path, the fallback
+sweep when no event is sent, crash recovery by stale reclaim, and duplicate delivery."""
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from jlg_pipeline.adapters.tables import local_bulk_job
+from jlg_pipeline.domain.messages import build_message
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from tests.e2e.conftest import Stack
+from tests.support.factories import add_registrations, create_session, force_state
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _bulk_jobs(engine: Engine, session_id: int) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).where(local_bulk_job.c.program_session_id == session_id)
+            ).scalar_one()
+        )
+
+
+def _session(engine: Engine, registrants: int = 10) -> int:
+    sid = create_session(engine, program_id=500)
+    add_registrations(engine, 500, registrants)
+    return sid
+
+
+def test_event_fires_and_completes(engine: Engine, start_stack: Callable[..., Stack]) -> None:
+    stack = start_stack()
+    sid = _session(engine)
+    response = stack.patch(sid, datetime.now(UTC) + timedelta(seconds=3))
+    assert response.status_code == 200, response.text
+    assert stack.aws.client("scheduler").list_schedules()["Schedules"], "the schedule exists"
+
+    row = stack.wait_for(sid, "COMPLETED")
+
+    assert row["link_generation_attempt"] == 1
+    assert _bulk_jobs(engine, sid) == 1
+    assert stack.aws.client("scheduler").list_schedules()["Schedules"] == [], (
+        "ActionAfterCompletion"
+    )
+
+
+def test_without_the_event_the_sweep_completes_after_grace(
+    engine: Engine, start_stack: Callable[..., Stack]
+) -> None:
+    stack = start_stack(ENABLE_JOIN_LINK_SCHEDULER="false", JLG_TEST_GRACE_MS="1500")
+    sid = _session(engine)
+    assert stack.patch(sid, datetime.now(UTC) + timedelta(seconds=1)).status_code == 200
+    assert stack.aws.client("scheduler").list_schedules()["Schedules"] == [], (
+        "flag off: no schedule"
+    )
+    time.sleep(3)
+
+    stack.launch_sweep()
+
+    stack.wait_for(sid, "COMPLETED")
+    assert _bulk_jobs(engine, sid) == 1
+
+
+class BlockingOnlineSession:
+    """A fake online-session service: the first bulkRegister hangs, later ones answer."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.client_ports: list[int] = []
+        self.first_arrived = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                outer.calls += 1
+                outer.client_ports.append(self.client_address[1])
+                if outer.calls == 1:
+                    outer.first_arrived.set()
+                    time.sleep(120)  # the run is killed meanwhile
+                body = f'{{"jobId": "job-{outer.calls}", "total": 10}}'.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.1,), daemon=True).start()
+
+
+@pytest.fixture
+def online_session() -> Iterator[BlockingOnlineSession]:
+    service = BlockingOnlineSession()
+    try:
+        yield service
+    finally:
+        service.server.shutdown()
+        service.server.server_close()
+
+
+def _pid_owning_local_port(port: int) -> int | None:
+    """The process whose TCP socket has this local port: the run calling bulkRegister."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+def test_killed_run_is_reclaimed_after_the_stale_window(
+    engine: Engine, start_stack: Callable[..., Stack], online_session: BlockingOnlineSession
+) -> None:
+    stack = start_stack(
+        JLG_REGISTRAR="http",
+        JLG_ONLINE_SESSION_URL=online_session.url,
+        JLG_ONLINE_SESSION_TOKEN="e2e-token",
+        JLG_TEST_STALE_MS="3000",
+        JLG_TEST_GRACE_MS="1000",
+    )
+    sid = _session(engine)
+    assert stack.patch(sid, datetime.now(UTC) + timedelta(seconds=2)).status_code == 200
+    assert online_session.first_arrived.wait(90), stack.log_tail()
+    worker = _pid_owning_local_port(online_session.client_ports[0])
+    assert worker is not None, "the run worker is inside bulkRegister"
+    os.kill(worker, signal.SIGKILL)
+    time.sleep(1)
+    stuck = stack.wait_for(sid, "IN_PROGRESS", timeout=5)
+    assert stuck["link_generation_attempt"] == 1
+    time.sleep(3.5)  # past the (shortened) stale window
+
+    stack.launch_sweep()
+
+    row = stack.wait_for(sid, "COMPLETED")
+    assert row["link_generation_attempt"] == 2
+    assert row["link_generation_job_id"] == "job-2"
+    assert online_session.calls == 2
+
+
+def test_the_same_message_delivered_several_times_generates_once(
+    engine: Engine, start_stack: Callable[..., Stack]
+) -> None:
+    stack = start_stack()
+    sid = _session(engine)
+    force_state(engine, sid, LinkGenerationStatus.SCHEDULED)
+    message = build_message(sid, 1)
+    for _ in range(4):
+        stack.send(message)
+
+    stack.wait_for(sid, "COMPLETED")
+    time.sleep(8)  # let every duplicate run finish
+    assert _bulk_jobs(engine, sid) == 1
