@@ -16,7 +16,9 @@ from sqlalchemy import (
     Interval,
     Row,
     Select,
+    Update,
     and_,
+    bindparam,
     func,
     literal,
     or_,
@@ -57,6 +59,35 @@ class ProgramSessionRepository:
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
         self._engine = engine
         self.windows = windows or TimingWindows()
+        # Built once: the gate is the hot path, and building a statement costs more than
+        # running it. Values arrive as bound parameters.
+        self._claim_statement = (
+            update(ps)
+            .where(
+                ps.c.id == bindparam("session_id"),
+                ps.c.deleted_at.is_(None),
+                self._due(),
+                self._claimable(),
+            )
+            .values(
+                link_generation_status=S.IN_PROGRESS.value,
+                link_generation_attempt=ps.c.link_generation_attempt + 1,
+                updated_at=func.now(),
+                # A cron claim has no actor: keep the last human one rather than blank it.
+                updated_by=func.coalesce(bindparam("actor", type_=Integer()), ps.c.updated_by),
+            )
+            .returning(
+                ps.c.id, ps.c.program_id, ps.c.link_generation_attempt, ps.c.link_generation_at
+            )
+        )
+        self._complete_statement = self._mark_statement(
+            S.COMPLETED,
+            link_generation_job_id=bindparam("job_id"),
+            link_generation_last_error=None,
+        )
+        self._fail_statement = self._mark_statement(
+            S.FAILED, link_generation_last_error=bindparam("error")
+        )
 
     # Predicates, all on the database clock.
     def _stale(self) -> ColumnElement[bool]:
@@ -173,27 +204,9 @@ class ProgramSessionRepository:
         """
         session_id = validation.session_id(session_id)
         actor_user_id = validation.actor_user_id(actor_user_id)
-        statement = (
-            update(ps)
-            .where(
-                ps.c.id == session_id,
-                ps.c.deleted_at.is_(None),
-                self._due(),
-                self._claimable(),
-            )
-            .values(
-                link_generation_status=S.IN_PROGRESS.value,
-                link_generation_attempt=ps.c.link_generation_attempt + 1,
-                updated_at=func.now(),
-                # A cron claim has no actor: keep the last human one rather than blank it.
-                updated_by=func.coalesce(literal(actor_user_id, Integer()), ps.c.updated_by),
-            )
-            .returning(
-                ps.c.id, ps.c.program_id, ps.c.link_generation_attempt, ps.c.link_generation_at
-            )
-        )
+        parameters = {"session_id": session_id, "actor": actor_user_id}
         with translate_errors("claiming a session"), self._engine.begin() as conn:
-            row = conn.execute(statement).one_or_none()
+            row = conn.execute(self._claim_statement, parameters).one_or_none()
         if row is None:
             return None
         return Claim(
@@ -203,38 +216,38 @@ class ProgramSessionRepository:
             link_generation_at=row.link_generation_at,
         )
 
-    def _mark(self, claim: Claim, status: S, values: dict[str, Any], action: str) -> bool:
-        statement = (
+    def _mark_statement(self, status: S, **values: Any) -> Update:
+        return (
             update(ps)
             .where(
-                ps.c.id == claim.session_id,
+                ps.c.id == bindparam("session_id"),
                 ps.c.link_generation_status == S.IN_PROGRESS.value,
-                ps.c.link_generation_attempt == claim.attempt,
+                ps.c.link_generation_attempt == bindparam("attempt"),
             )
             .values(link_generation_status=status.value, updated_at=func.now(), **values)
             .returning(ps.c.id)
         )
+
+    def _mark(self, statement: Update, claim: Claim, action: str, **parameters: Any) -> bool:
+        parameters.update(session_id=claim.session_id, attempt=claim.attempt)
         with translate_errors(action), self._engine.begin() as conn:
-            return conn.execute(statement).one_or_none() is not None
+            return conn.execute(statement, parameters).one_or_none() is not None
 
     def mark_completed(self, claim: Claim, job_id: str) -> bool:
         """COMPLETED for the attempt holding the claim. False when fenced out: a stale
         reclaim, a re-arm or a clear took the session since this claim was made."""
         return self._mark(
-            claim,
-            S.COMPLETED,
-            {"link_generation_job_id": str(job_id)[:255], "link_generation_last_error": None},
-            "marking a session COMPLETED",
+            self._complete_statement, claim, "marking a session COMPLETED", job_id=str(job_id)[:255]
         )
 
     def mark_failed(self, claim: Claim, error: str) -> bool:
         """FAILED with the error kept, for the attempt holding the claim. False when fenced
         out (see :meth:`mark_completed`)."""
         return self._mark(
+            self._fail_statement,
             claim,
-            S.FAILED,
-            {"link_generation_last_error": error[:MAX_LAST_ERROR_CHARS]},
             "marking a session FAILED",
+            error=error[:MAX_LAST_ERROR_CHARS],
         )
 
     def _fallback_candidates(self) -> ColumnElement[bool]:

@@ -1,0 +1,65 @@
+"""Shared by the benchmark scripts: a throwaway migrated database and a result table."""
+
+import os
+import platform
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from jlg_pipeline.adapters.database import normalize_url
+from jlg_pipeline.cli import migrate
+
+LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def _libpq(url: str) -> str:
+    return (
+        make_url(normalize_url(url))
+        .set(drivername="postgresql")
+        .render_as_string(hide_password=False)
+    )
+
+
+@contextmanager
+def bench_database(prefix: str) -> Iterator[str]:
+    """A fresh database migrated to head on ``JLG_BENCH_ADMIN_DATABASE_URL`` (default: the
+    local server), dropped afterwards."""
+    admin = normalize_url(os.environ.get("JLG_BENCH_ADMIN_DATABASE_URL", LOCAL_SERVER))
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    try:
+        migrate(url)
+        yield url
+    finally:
+        with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def median_seconds(fn: Callable[[], object], repeat: int) -> float:
+    return statistics.median(timed(fn) for _ in range(repeat))
+
+
+def machine() -> str:
+    return f"{platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
+
+
+def table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    print(f"\n## {title}\n")
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |")

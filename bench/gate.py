@@ -1,0 +1,173 @@
+"""Gate benchmark: claims/s through the repository vs a raw psycopg conditional UPDATE of
+the same rows on the same pool; then 8 processes contending for one session, many rounds.
+
+    .venv/bin/python -m bench.gate [--sessions 5000] [--rounds 1000]
+"""
+
+import argparse
+import multiprocessing as mp
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from bench.common import bench_database, machine, table, timed
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+
+RAW_CLAIM = """
+UPDATE hdb_program_session
+   SET link_generation_status = 'IN_PROGRESS',
+       link_generation_attempt = link_generation_attempt + 1,
+       updated_at = now(),
+       updated_by = COALESCE(%(actor)s::integer, updated_by)
+ WHERE id = %(id)s AND deleted_at IS NULL
+   AND link_generation_at IS NOT NULL AND link_generation_at <= now() + interval '60 seconds'
+   AND (link_generation_status IN ('SCHEDULED', 'FAILED')
+        OR (link_generation_status = 'IN_PROGRESS' AND updated_at < now() - interval '30 minutes'))
+RETURNING id, program_id, link_generation_attempt, link_generation_at
+"""
+
+
+def _reset(engine: Engine, count: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE hdb_program_session RESTART IDENTITY CASCADE"))
+        conn.execute(
+            text(
+                "INSERT INTO hdb_program_session"
+                " (program_id, link_generation_at, link_generation_status)"
+                " SELECT 1, now() - interval '1 minute', 'SCHEDULED' FROM generate_series(1, :n)"
+            ),
+            {"n": count},
+        )
+        conn.execute(text("ANALYZE hdb_program_session"))
+
+
+def repository_claims(engine: Engine, count: int) -> float:
+    repository = ProgramSessionRepository(engine)
+
+    def run() -> None:
+        for sid in range(1, count + 1):
+            assert repository.claim(sid) is not None
+
+    return timed(run)
+
+
+def raw_claims(engine: Engine, count: int) -> float:
+    def run() -> None:
+        for sid in range(1, count + 1):
+            raw = engine.raw_connection()
+            try:
+                driver: Any = raw.driver_connection
+                with driver.cursor() as cursor:
+                    cursor.execute(RAW_CLAIM, {"id": sid, "actor": None})
+                    assert cursor.fetchone() is not None
+                raw.commit()
+            finally:
+                raw.close()
+
+    return timed(run)
+
+
+def _contender(
+    url: str,
+    rounds: int,
+    start: "mp.synchronize.Barrier",
+    done: "mp.synchronize.Barrier",
+    wins: "mp.Queue[int]",
+) -> None:
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    repository = ProgramSessionRepository(engine)
+    won = 0
+    for _ in range(rounds):
+        start.wait()
+        if repository.claim(1) is not None:
+            won += 1
+        done.wait()
+    wins.put(won)
+    engine.dispose()
+
+
+def contended(url: str, engine: Engine, rounds: int, processes: int = 8) -> tuple[int, int, int]:
+    """(rounds, rounds with exactly one winner, total wins)."""
+    ctx = mp.get_context("spawn")
+    start, done = ctx.Barrier(processes + 1), ctx.Barrier(processes + 1)
+    wins: mp.Queue[int] = ctx.Queue()
+    workers = [
+        ctx.Process(target=_contender, args=(url, rounds, start, done, wins))
+        for _ in range(processes)
+    ]
+    for w in workers:
+        w.start()
+    exactly_one = 0
+    for _ in range(rounds):
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE hdb_program_session SET link_generation_status = 'SCHEDULED',"
+                    " link_generation_at = now() - interval '1 minute' WHERE id = 1"
+                )
+            )
+            before = conn.execute(
+                text("SELECT link_generation_attempt FROM hdb_program_session WHERE id = 1")
+            ).scalar_one()
+        start.wait()
+        done.wait()
+        with engine.connect() as conn:
+            after = conn.execute(
+                text("SELECT link_generation_attempt FROM hdb_program_session WHERE id = 1")
+            ).scalar_one()
+        exactly_one += int(after - before == 1)
+    total = sum(wins.get(timeout=60) for _ in workers)
+    for w in workers:
+        w.join(timeout=30)
+    return rounds, exactly_one, total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sessions", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=1000)
+    args = parser.parse_args()
+    with bench_database("jlg_bench_gate") as url:
+        engine = create_engine(url, pool_size=2, max_overflow=0)
+        results = []
+        for _ in range(3):  # alternate, take the best of each, to damp noise
+            _reset(engine, args.sessions)
+            repo_s = repository_claims(engine, args.sessions)
+            _reset(engine, args.sessions)
+            raw_s = raw_claims(engine, args.sessions)
+            results.append((repo_s, raw_s))
+        repo_best = min(r for r, _ in results)
+        raw_best = min(r for _, r in results)
+        repo_rate, raw_rate = args.sessions / repo_best, args.sessions / raw_best
+        table(
+            f"Gate: {args.sessions} claims on distinct sessions, one connection pool ({machine()})",
+            [
+                (
+                    "repository.claim (SQLAlchemy Core)",
+                    f"{repo_rate:,.0f}",
+                    f"{repo_rate / raw_rate:.2f}x",
+                ),
+                ("raw psycopg conditional UPDATE", f"{raw_rate:,.0f}", "1.00x"),
+            ],
+            ("path", "claims/s", "vs raw (target ≥ 0.80x)"),
+        )
+        _reset(engine, 1)
+        rounds, exactly_one, total = contended(url, engine, args.rounds)
+        table(
+            "Gate: 8 processes claiming one session at once",
+            [
+                (
+                    str(rounds),
+                    str(exactly_one),
+                    str(total),
+                    "0" if total == rounds else str(total - rounds),
+                )
+            ],
+            ("rounds", "rounds with exactly one winner", "total wins", "duplicate wins"),
+        )
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Local registrar benchmark: bulkRegister of 10,000 registrants for one session vs a COPY of
+the same join-link rows into the same table.
+
+    .venv/bin/python -m bench.local_registrar [--registrants 10000] [--repeat 3]
+"""
+
+import argparse
+import secrets
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from bench.common import bench_database, machine, table, timed
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
+from jlg_pipeline.domain.models import BulkRegisterRequest
+
+
+def setup(engine: Engine, registrants: int) -> int:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_local_registration (program_id, user_id, role)"
+                " SELECT 1, g, 'attendee' FROM generate_series(1, :n) AS g"
+            ),
+            {"n": registrants},
+        )
+        return int(
+            conn.execute(
+                text("INSERT INTO hdb_program_session (program_id) VALUES (1) RETURNING id")
+            ).scalar_one()
+        )
+
+
+def clear_links(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE jlg_local_join_link, jlg_local_bulk_job"))
+
+
+def copy_rows(engine: Engine, session_id: int) -> None:
+    raw = engine.raw_connection()
+    try:
+        driver: Any = raw.driver_connection
+        with driver.cursor() as cursor:
+            ids = [
+                r[0] for r in cursor.execute("SELECT id FROM jlg_local_registration ORDER BY id")
+            ]
+            with cursor.copy(
+                "COPY jlg_local_join_link"
+                " (registration_id, program_session_id, join_url, bulk_job_id) FROM STDIN"
+            ) as copy:
+                for rid in ids:
+                    copy.write_row(
+                        (
+                            rid,
+                            session_id,
+                            f"https://join.local.invalid/s/{session_id}/{secrets.token_hex(16)}",
+                            "copy",
+                        )
+                    )
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--registrants", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with bench_database("jlg_bench_registrar") as url:
+        engine = create_engine(url)
+        session_id = setup(engine, args.registrants)
+        registrar = LocalRegistrar(engine)
+        bulk, copied = [], []
+        for _ in range(args.repeat):
+            clear_links(engine)
+            bulk.append(timed(lambda: registrar.bulk_register(BulkRegisterRequest(session_id))))
+            clear_links(engine)
+            copied.append(timed(lambda: copy_rows(engine, session_id)))
+        b, c = min(bulk), min(copied)
+        table(
+            f"Local registrar: {args.registrants:,} registrants, batches of "
+            f"{DEFAULT_REGISTRAR_BATCH_SIZE} ({machine()})",
+            [
+                ("LocalRegistrar.bulk_register", f"{b * 1000:.0f}", f"{b / c:.2f}x"),
+                ("COPY of the same rows", f"{c * 1000:.0f}", "1.00x"),
+            ],
+            ("path", "best ms", "vs COPY (target ≤ 2x)"),
+        )
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Sweep-query benchmark: 1,000,000 sessions, 5,000 due, a realistic status mix. EXPLAIN of
+the candidate query, its median latency vs fetching 50 rows by primary key, and the same
+query without the partial index, to show what the index buys.
+
+    .venv/bin/python -m bench.sweep_query [--rows 1000000] [--due 5000] [--repeat 50]
+"""
+
+import argparse
+
+from sqlalchemy import Engine, select, text
+
+from bench.common import bench_database, machine, median_seconds, table
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.tables import program_session
+
+INDEX = "ix_psession_link_gen_due"
+RUNNING = 50
+
+
+def populate(engine: Engine, rows: int, due: int) -> None:
+    """History dominated by COMPLETED sessions, 10% never scheduled, 5% scheduled in the
+    future, 1% soft-deleted; 50 generations running right now (fresh IN_PROGRESS, claimed in
+    the last minutes); and ``due`` overdue, claimable ones (SCHEDULED, FAILED or stale
+    IN_PROGRESS) spread over the last 30 days."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                """
+                INSERT INTO hdb_program_session
+                    (program_id, link_generation_at, link_generation_status, updated_at, deleted_at)
+                SELECT g % 500,
+                       CASE WHEN g % 20 = 0 THEN now() + make_interval(mins => 60 + g % 50000)
+                            WHEN g % 10 = 1 THEN NULL
+                            ELSE now() - make_interval(mins => 60 + g % 500000) END,
+                       CASE WHEN g % 20 = 0 THEN 'SCHEDULED'
+                            WHEN g % 10 = 1 THEN 'NOT_SCHEDULED'
+                            ELSE 'COMPLETED' END,
+                       now() - make_interval(mins => g % 500000),
+                       CASE WHEN g % 100 = 7 THEN now() ELSE NULL END
+                FROM generate_series(1, :rows) AS g
+                """
+            ),
+            {"rows": rows - due - RUNNING},
+        )
+        conn.execute(
+            text(
+                """
+                INSERT INTO hdb_program_session
+                    (program_id, link_generation_at, link_generation_status, updated_at)
+                SELECT g % 500, now() - make_interval(mins => g % 60), 'IN_PROGRESS',
+                       now() - make_interval(secs => g % 300)
+                FROM generate_series(1, :running) AS g
+                """
+            ),
+            {"running": RUNNING},
+        )
+        conn.execute(
+            text(
+                """
+                INSERT INTO hdb_program_session
+                    (program_id, link_generation_at, link_generation_status, updated_at)
+                SELECT g % 500,
+                       now() - make_interval(mins => 40 + g % 43200),
+                       (ARRAY['SCHEDULED', 'FAILED', 'IN_PROGRESS'])[1 + g % 3],
+                       now() - interval '2 hours'
+                FROM generate_series(1, :due) AS g
+                """
+            ),
+            {"due": due},
+        )
+        conn.execute(text("VACUUM ANALYZE hdb_program_session"))
+
+
+def explain(engine: Engine, repository: ProgramSessionRepository, limit: int) -> str:
+    statement = repository._find_statement(limit)  # the statement under test
+    compiled = statement.compile(engine, compile_kwargs={"render_postcompile": True})
+    with engine.connect() as conn:
+        return "\n".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--due", type=int, default=5_000)
+    parser.add_argument("--repeat", type=int, default=50)
+    args = parser.parse_args()
+    with bench_database("jlg_bench_sweep") as url:
+        engine = create_engine(url).execution_options(isolation_level="AUTOCOMMIT")
+        populate(engine, args.rows, args.due)
+        repository = ProgramSessionRepository(engine)
+        assert repository.count_due_for_fallback_generation() == args.due
+        plan = explain(engine, repository, 50)
+        ids = [r for r in range(1000, 1050)]
+
+        def by_primary_key() -> None:
+            with engine.connect() as conn:
+                conn.execute(select(program_session).where(program_session.c.id.in_(ids))).all()
+
+        def candidates() -> None:
+            assert len(repository.find_due_for_fallback_generation(50)) == 50
+
+        pk = median_seconds(by_primary_key, args.repeat)
+        indexed = median_seconds(candidates, args.repeat)
+        with engine.connect() as conn:
+            conn.execute(text(f"DROP INDEX {INDEX}"))
+        unindexed = median_seconds(candidates, max(args.repeat // 5, 5))
+        plan_without = explain(engine, repository, 50)
+        table(
+            f"Sweep query: {args.rows:,} sessions, {args.due:,} due ({machine()})",
+            [
+                ("50 rows by primary key", f"{pk * 1000:.2f}", "1.00x"),
+                ("candidate query, partial index", f"{indexed * 1000:.2f}", f"{indexed / pk:.2f}x"),
+                ("candidate query, no index", f"{unindexed * 1000:.2f}", f"{unindexed / pk:.2f}x"),
+            ],
+            ("query", "median ms", "vs primary key (target ≤ 3x with the index)"),
+        )
+        print("\nEXPLAIN with the index:\n" + plan)
+        print("\nEXPLAIN without it:\n" + plan_without)
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
