@@ -5,7 +5,6 @@ through JLG_TEST_* configuration only; the constants keep their production value
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,17 +22,11 @@ from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.stack import Children
 from tests.support.factories import session_row
+from tests.support.net import free_port
 from tests.support.web import SECRET, admin_headers
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 @dataclass

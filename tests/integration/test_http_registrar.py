@@ -1,7 +1,6 @@
 """The HTTP registrar against a real local HTTP server, and its error classification."""
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
+from tests.support.net import free_port
 
 
 @dataclass
@@ -107,10 +107,10 @@ def test_timeout_is_retryable(server: tuple[str, Scripted]) -> None:
 
 
 def test_connection_refused_is_retryable() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with _registrar(f"http://127.0.0.1:{port}") as registrar, pytest.raises(RegistrarUnavailable):
+    with (
+        _registrar(f"http://127.0.0.1:{free_port()}") as registrar,
+        pytest.raises(RegistrarUnavailable),
+    ):
         registrar.bulk_register(BulkRegisterRequest(1))
 
 

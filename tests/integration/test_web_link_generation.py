@@ -3,7 +3,6 @@ best-effort on AWS failures, the flag, and the envelope everywhere."""
 
 import json
 import logging
-import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +16,7 @@ from jlg_pipeline.adapters.aws_scheduler import scheduler_client
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from tests.support.factories import create_session, force_state, online_snapshot, session_row
 from tests.support.logs import fields_of
+from tests.support.net import free_port
 from tests.support.web import (
     ROLE_ARN,
     Aws,
@@ -221,20 +221,11 @@ def test_completed_and_failed_sessions_can_be_rearmed(
     assert response.json()["data"]["linkGenerationStatus"] == "SCHEDULED"
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def test_unreachable_aws_still_answers_200(
     engine: Engine, db_url: str, aws: Aws, caplog: pytest.LogCaptureFixture
 ) -> None:
     sid = create_session(engine)
-    dead = scheduler_client(
-        region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{_closed_port()}"
-    )
+    dead = scheduler_client(region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{free_port()}")
     with client_for(settings_for(db_url, aws.queue_arn), dead) as http:
         response = http.patch(
             _path(sid), headers=HEADERS, json={"linkGenerationAt": _later().isoformat()}
