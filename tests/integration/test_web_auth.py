@@ -125,3 +125,29 @@ def test_actor_comes_from_the_token(
     )
     assert response.status_code == 200
     assert session_row(engine, sid)["updated_by"] == 31
+
+
+def test_rs256_public_key_and_no_algorithm_confusion(engine: Engine, db_url: str, aws: Aws) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public_pem = (
+        private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    sid = create_session(engine)
+    claims = {"sub": "7", "roles": ["admin"], "exp": int(time.time()) + 600}
+    settings = settings_for(db_url, aws.queue_arn, jwt_secret=None, jwt_public_key=public_pem)
+    with client_for(settings, aws.scheduler) as http:
+        good = http.get(
+            f"/program-session/{sid}/link-generation",
+            headers=_bearer(raw_token(claims, private, "RS256")),
+        )
+        assert good.status_code == 200, good.text
+        confused = http.get(
+            f"/program-session/{sid}/link-generation",
+            headers=_bearer(raw_token(claims, SECRET, "HS256")),
+        )
+        assert confused.status_code == 401

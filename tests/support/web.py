@@ -44,7 +44,7 @@ def admin_headers(user_id: int = 7, **extra: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin", **extra}
 
 
-def raw_token(claims: dict[str, Any], key: str = SECRET, algorithm: str = "HS256") -> str:
+def raw_token(claims: dict[str, Any], key: Any = SECRET, algorithm: str = "HS256") -> str:
     return jwt.encode(claims, key, algorithm=algorithm)
 
 
