@@ -1,10 +1,13 @@
 """LOCAL ONLY: AWS for the dev stack — the configured endpoint, or an in-process moto server."""
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
+
+from jlg_pipeline.domain.schedule import DEFAULT_GROUP
 
 QUEUE_NAME = "jlg-join-link-generation"
 EXECUTION_ROLE_ARN = "arn:aws:iam::123456789012:role/jlg-local-scheduler-execution"
@@ -53,4 +56,8 @@ def start_moto(port: int) -> LocalAws:
     aws.queue_arn = sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
+    # In AWS devops provisions the group; moto knows only "default" until asked.
+    group = os.environ.get("AWS_SCHEDULER_GROUP_NAME") or DEFAULT_GROUP
+    if group != DEFAULT_GROUP:
+        aws.client("scheduler").create_schedule_group(Name=group)
     return aws
