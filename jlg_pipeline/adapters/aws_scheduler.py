@@ -15,6 +15,8 @@ AWS_CLIENT_CONFIG = Config(
     connect_timeout=2,
     read_timeout=5,
     retries={"max_attempts": 2, "mode": "standard"},
+    # Starlette runs sync work on up to 40 threads; botocore's default pool is 10.
+    max_pool_connections=40,
 )
 
 

@@ -49,8 +49,16 @@ def start_moto(port: int) -> LocalAws:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access line per poll otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    aws = connect_moto(port)
+    aws.server = server
+    return aws
+
+
+def connect_moto(port: int) -> LocalAws:
+    """The moto server on 127.0.0.1:``port``, with the event queue (and a non-default
+    schedule group, if one is configured) created."""
     endpoint = f"http://127.0.0.1:{port}"
-    aws = LocalAws(endpoint, "", "", {**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}, server)
+    aws = LocalAws(endpoint, "", "", {**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint})
     sqs = aws.client("sqs")
     aws.queue_url = sqs.create_queue(QueueName=QUEUE_NAME)["QueueUrl"]
     aws.queue_arn = sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=["QueueArn"])[

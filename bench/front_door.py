@@ -1,0 +1,204 @@
+"""Front-door benchmark: PATCH link-generation under an open-loop load generator in a second
+process, at fixed rates, against the real app (auth, validation, envelope, metrics, schedule
+upsert to a local moto server) and against a bare Starlette endpoint doing the same single
+UPDATE, both on one uvicorn worker with the same settings.
+
+    .venv/bin/python -m bench.front_door [--rates 25,50,100,150] [--seconds 8]
+"""
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+from sqlalchemy import text
+
+from bench.common import bench_database, machine, table
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.local.aws import connect_moto
+from jlg_pipeline.tokens import mint_token
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
+SESSIONS = 2000
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def serve(factory: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    process = subprocess.Popen(  # noqa: S603
+        [
+            str(Path(sys.executable).parent / "uvicorn"),
+            "--factory",
+            factory,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/", timeout=1)
+            return process, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{factory} did not start")
+
+
+async def load(
+    url: str, rate: int, seconds: float, headers: dict[str, str]
+) -> tuple[list[float], int]:
+    """Open loop: one request every 1/rate s, whatever the answers; returns latencies and errors."""
+    latencies: list[float] = []
+    errors = 0
+    at = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=10, limits=limits
+    ) as client:
+
+        async def one(i: int) -> None:
+            nonlocal errors
+            started = time.perf_counter()
+            try:
+                response = await client.patch(
+                    f"/program-session/{1 + i % SESSIONS}/link-generation",
+                    json={"linkGenerationAt": at},
+                )
+                if response.status_code != 200:
+                    errors += 1
+            except httpx.HTTPError:
+                errors += 1
+            latencies.append(time.perf_counter() - started)
+
+        tasks = []
+        start = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+    return latencies, errors
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(len(ordered) * p), len(ordered) - 1)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rates", default="25,50,100,150")
+    parser.add_argument("--seconds", type=float, default=8)
+    args = parser.parse_args()
+    rates = [int(r) for r in args.rates.split(",")]
+    with bench_database("jlg_bench_web") as url:
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO hdb_program_session (program_id)"
+                    " SELECT 1 FROM generate_series(1, :n)"
+                ),
+                {"n": SESSIONS},
+            )
+        engine.dispose()
+        # moto in its own process, so neither server shares a GIL with the load generator.
+        moto_port = _free_port()
+        moto = subprocess.Popen(  # noqa: S603
+            [
+                str(Path(sys.executable).parent / "moto_server"),
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(moto_port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(2)
+        aws = connect_moto(moto_port)
+        env = {
+            **os.environ,
+            **aws.env,
+            "JLG_DATABASE_URL": url,
+            "JLG_JWT_SECRET": SECRET,
+            "ENABLE_JOIN_LINK_SCHEDULER": "true",
+            "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+            "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
+        }
+        token = mint_token(SECRET, user_id=1, roles=("admin",))
+        auth = {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
+        rows = []
+        try:
+            for factory, headers in (
+                ("web.app:create_app", auth),
+                ("bench.bare_app:create_bare_app", {}),
+            ):
+                process, base = serve(factory, env)
+                try:
+                    asyncio.run(load(base, 10, 2, headers))  # warm up
+                    for rate in rates:
+                        latencies, errors = asyncio.run(load(base, rate, args.seconds, headers))
+                        rows.append((factory, rate, latencies, errors))
+                finally:
+                    process.terminate()
+                    process.wait(timeout=10)
+        finally:
+            moto.terminate()
+            moto.wait(timeout=10)
+    report: list[tuple[str, ...]] = []
+    for rate in rates:
+        real = next(r for r in rows if r[1] == rate and r[0].startswith("web"))
+        bare = next(r for r in rows if r[1] == rate and r[0].startswith("bench"))
+        rp99, bp99 = percentile(real[2], 0.99), percentile(bare[2], 0.99)
+        report.append(
+            (
+                str(rate),
+                f"{statistics.median(real[2]) * 1000:.1f} / {rp99 * 1000:.1f}",
+                f"{statistics.median(bare[2]) * 1000:.1f} / {bp99 * 1000:.1f}",
+                f"{rp99 / bp99:.2f}x",
+                f"{real[3]} / {bare[3]}",
+            )
+        )
+    table(
+        f"Front door: PATCH at fixed rates for {args.seconds:.0f} s each, "
+        f"one uvicorn worker ({machine()})",
+        report,
+        (
+            "req/s",
+            "app p50 / p99 ms",
+            "bare p50 / p99 ms",
+            "p99 ratio (target ≤ 2x)",
+            "errors app / bare",
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()
