@@ -80,6 +80,11 @@ class ProgramSessionRepository:
                 ps.c.id, ps.c.program_id, ps.c.link_generation_attempt, ps.c.link_generation_at
             )
         )
+        # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
+        # per claim than the database did (docs/performance.md).
+        compiled = self._claim_statement.compile(dialect=engine.dialect)
+        self._claim_sql = str(compiled)
+        self._claim_params = dict(compiled.params)
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
             link_generation_job_id=bindparam("job_id"),
@@ -103,8 +108,10 @@ class ProgramSessionRepository:
         )
 
     def _claimable(self) -> ColumnElement[bool]:
+        # Equalities rather than IN: the claim is precompiled to plain SQL (see __init__),
+        # and an IN list would need expanding at execution time.
         return or_(
-            ps.c.link_generation_status.in_([s.value for s in CLAIMABLE_STATUSES]),
+            *(ps.c.link_generation_status == status.value for status in CLAIMABLE_STATUSES),
             self._stale(),
         )
 
@@ -206,7 +213,9 @@ class ProgramSessionRepository:
         actor_user_id = validation.actor_user_id(actor_user_id)
         parameters = {"session_id": session_id, "actor": actor_user_id}
         with translate_errors("claiming a session"), self._engine.begin() as conn:
-            row = conn.execute(self._claim_statement, parameters).one_or_none()
+            row = conn.exec_driver_sql(
+                self._claim_sql, {**self._claim_params, **parameters}
+            ).one_or_none()
         if row is None:
             return None
         return Claim(
