@@ -4,6 +4,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -46,8 +47,14 @@ def utc_z(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def success(data: Any, status_code: int = 200) -> JSONResponse:
-    return JSONResponse({"success": True, "data": data, "error": None}, status_code=status_code)
+def success(
+    data: Any, status_code: int = 200, background: BackgroundTask | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"success": True, "data": data, "error": None},
+        status_code=status_code,
+        background=background,
+    )
 
 
 def error(

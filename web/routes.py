@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.background import BackgroundTasks
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,10 +35,16 @@ async def set_link_generation(request: Request) -> Response:
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise InvalidInput(f"body larger than {MAX_BODY_BYTES} bytes")
     at = parse_set_body(await request.body(), datetime.now(UTC))
+    # The best-effort AWS call runs after the response is sent, so AWS never holds the admin.
+    after_response = BackgroundTasks()
     state = await run_in_threadpool(
-        request.app.state.sessions.set_link_generation, session_id, at, actor_id(request)
+        request.app.state.sessions.set_link_generation,
+        session_id,
+        at,
+        actor_id(request),
+        after_response.add_task,
     )
-    return success(response_data(state))
+    return success(response_data(state), background=after_response)
 
 
 async def healthz(request: Request) -> Response:

@@ -42,7 +42,10 @@ def test_event_fires_and_completes(engine: Engine, start_stack: Callable[..., St
     sid = _session(engine)
     response = stack.patch(sid, datetime.now(UTC) + timedelta(seconds=3))
     assert response.status_code == 200, response.text
-    assert stack.aws.client("scheduler").list_schedules()["Schedules"], "the schedule exists"
+    deadline = time.monotonic() + 5  # the upsert runs just after the response is sent
+    while not stack.aws.client("scheduler").list_schedules()["Schedules"]:
+        assert time.monotonic() < deadline, "the schedule was never created"
+        time.sleep(0.1)
 
     row = stack.wait_for(sid, "COMPLETED")
 
@@ -59,10 +62,10 @@ def test_without_the_event_the_sweep_completes_after_grace(
     stack = start_stack(ENABLE_JOIN_LINK_SCHEDULER="false", JLG_TEST_GRACE_MS="1500")
     sid = _session(engine)
     assert stack.patch(sid, datetime.now(UTC) + timedelta(seconds=1)).status_code == 200
+    time.sleep(3)  # past the grace window; also long enough for any deferred upsert to land
     assert stack.aws.client("scheduler").list_schedules()["Schedules"] == [], (
         "flag off: no schedule"
     )
-    time.sleep(3)
 
     stack.launch_sweep()
 
