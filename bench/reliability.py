@@ -51,21 +51,13 @@ def contended_claims(url: str, engine: Engine, claims: int) -> tuple[str, ...]:
 def duplicate_delivery(engine: Engine, trials: int) -> tuple[str, ...]:
     repository = ProgramSessionRepository(engine)
     registrar = LocalRegistrar(engine)
+    _reset(engine, trials)  # `trials` due SCHEDULED sessions, ids 1..trials
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE hdb_program_session RESTART IDENTITY CASCADE"))
         conn.execute(
             text(
                 "INSERT INTO jlg_local_registration (program_id, user_id)"
                 " SELECT 1, g FROM generate_series(1, 20) AS g ON CONFLICT DO NOTHING"
             )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO hdb_program_session"
-                " (program_id, link_generation_at, link_generation_status)"
-                " SELECT 1, now() - interval '1 minute', 'SCHEDULED' FROM generate_series(1, :n)"
-            ),
-            {"n": trials},
         )
     triggers = [Trigger.EVENT, Trigger.EVENT, Trigger.CRON, Trigger.BACKFILL]
     with ThreadPoolExecutor(len(triggers)) as pool:
