@@ -26,16 +26,17 @@ def _libpq(url: str) -> str:
 
 
 @contextmanager
-def bench_database(prefix: str) -> Iterator[str]:
-    """A fresh database migrated to head on ``JLG_BENCH_ADMIN_DATABASE_URL`` (default: the
-    local server), dropped afterwards."""
+def bench_database(prefix: str, *, migrated: bool = True) -> Iterator[str]:
+    """A fresh database, migrated to head unless ``migrated`` is False, on
+    ``JLG_BENCH_ADMIN_DATABASE_URL`` (default: the local server); dropped afterwards."""
     admin = normalize_url(os.environ.get("JLG_BENCH_ADMIN_DATABASE_URL", LOCAL_SERVER))
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(_libpq(admin), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = make_url(admin).set(database=name).render_as_string(hide_password=False)
     try:
-        migrate(url)
+        if migrated:
+            migrate(url)
         yield url
     finally:
         with psycopg.connect(_libpq(admin), autocommit=True) as conn:

@@ -7,24 +7,14 @@ cannot hold an admin request for long.
 
 from typing import Any, Literal
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-AWS_CLIENT_CONFIG = Config(
-    connect_timeout=2,
-    read_timeout=5,
-    retries={"max_attempts": 2, "mode": "standard"},
-    # Starlette runs sync work on up to 40 threads; botocore's default pool is 10.
-    max_pool_connections=40,
-)
+from jlg_pipeline.adapters.aws_clients import aws_client
 
 
 def scheduler_client(*, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
     """A boto3 ``scheduler`` client; region and endpoint default to the AWS_* variables."""
-    return boto3.client(
-        "scheduler", region_name=region_name, endpoint_url=endpoint_url, config=AWS_CLIENT_CONFIG
-    )
+    return aws_client("scheduler", region_name=region_name, endpoint_url=endpoint_url)
 
 
 def _code(exc: ClientError) -> str:

@@ -3,9 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
-
-from jlg_pipeline.adapters.aws_scheduler import AWS_CLIENT_CONFIG
+from jlg_pipeline.adapters.aws_clients import aws_client
 
 MAX_BATCH = 10  # SQS's own limit for receive and delete batches
 
@@ -19,9 +17,7 @@ class QueueMessage:
 
 
 def sqs_client(*, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
-    return boto3.client(
-        "sqs", region_name=region_name, endpoint_url=endpoint_url, config=AWS_CLIENT_CONFIG
-    )
+    return aws_client("sqs", region_name=region_name, endpoint_url=endpoint_url)
 
 
 class SqsQueue:

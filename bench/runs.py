@@ -1,0 +1,147 @@
+"""Run-cost benchmark: the whole-process cost of one ``join_link_generation_job`` run (a real
+generation through the local registrar) vs an empty one-op job, both executed the same way
+(``dagster job execute``, in-process executor, one PostgreSQL-backed instance).
+
+    .venv/bin/python -m bench.runs [--repeat 5]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from bench.common import bench_database, machine, table
+from jlg_pipeline.adapters.database import create_engine
+
+ROOT = Path(__file__).resolve().parents[1]
+DAGSTER = str(Path(sys.executable).parent / "dagster")
+
+
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """(seconds, peak RSS in KiB) of one command, timed and measured by wait4."""
+    started = time.perf_counter()
+    process = subprocess.Popen(  # noqa: S603
+        argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(
+            f"{argv} failed: {process.stderr.read().decode()[-2000:] if process.stderr else ''}"
+        )
+    return elapsed, usage.ru_maxrss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with (
+        bench_database("jlg_bench_runs") as url,
+        bench_database("jlg_bench_runs_dagster", migrated=False) as dagster_url,
+    ):
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO jlg_local_registration (program_id, user_id)"
+                    " SELECT 1, g FROM generate_series(1, 50) AS g"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO hdb_program_session"
+                    " (program_id, link_generation_at, link_generation_status)"
+                    " SELECT 1, now() - interval '1 minute', 'SCHEDULED'"
+                    " FROM generate_series(1, :n)"
+                ),
+                {"n": args.repeat + 1},
+            )
+        engine.dispose()
+        home = Path(tempfile.mkdtemp(prefix="jlg-bench-home-"))
+        shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            "DAGSTER_POSTGRES_URL": make_url(dagster_url)
+            .set(drivername="postgresql+psycopg2")
+            .render_as_string(hide_password=False),
+            "JLG_DATABASE_URL": url,
+            "JLG_REGISTRAR": "local",
+        }
+        config = home / "run.yaml"
+        real, empty = [], []
+        try:
+            for i in range(args.repeat + 1):
+                config.write_text(
+                    f"ops:\n  generate_join_links:\n    config:\n      programSessionId: {i + 1}\n"
+                )
+                real_run = measure(
+                    [
+                        DAGSTER,
+                        "job",
+                        "execute",
+                        "-m",
+                        "jlg_pipeline.definitions",
+                        "-j",
+                        "join_link_generation_job",
+                        "-c",
+                        str(config),
+                    ],
+                    env,
+                )
+                empty_run = measure(
+                    [
+                        DAGSTER,
+                        "job",
+                        "execute",
+                        "-f",
+                        str(ROOT / "bench" / "empty_job.py"),
+                        "-j",
+                        "empty_job",
+                    ],
+                    env,
+                )
+                if i:  # the first pair warms the disk cache and the instance's tables
+                    real.append(real_run)
+                    empty.append(empty_run)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        engine = create_engine(url)
+        with engine.connect() as conn:
+            done = conn.execute(
+                text(
+                    "SELECT count(*) FROM hdb_program_session"
+                    " WHERE link_generation_status = 'COMPLETED'"
+                )
+            ).scalar_one()
+        engine.dispose()
+        assert done == args.repeat + 1, f"only {done} sessions completed"
+    rt, et = statistics.median(t for t, _ in real), statistics.median(t for t, _ in empty)
+    rm, em = max(m for _, m in real), max(m for _, m in empty)
+    table(
+        f"Run cost: `dagster job execute`, median of {args.repeat} ({machine()})",
+        [
+            (
+                "join_link_generation_job (1 generation)",
+                f"{rt:.2f}",
+                f"{rm / 1024:.0f}",
+                f"{rt / et:.2f}x",
+                f"{rm / em:.2f}x",
+            ),
+            ("empty one-op job", f"{et:.2f}", f"{em / 1024:.0f}", "1.00x", "1.00x"),
+        ],
+        ("job", "seconds", "peak MiB", "time vs empty (≤ 1.3x)", "memory vs empty (≤ 1.3x)"),
+    )
+
+
+if __name__ == "__main__":
+    main()
