@@ -2,11 +2,15 @@
 
 import os
 import platform
+import socket
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 from sqlalchemy.engine import make_url
@@ -15,6 +19,8 @@ from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.cli import migrate
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 
 def _libpq(url: str) -> str:
@@ -64,3 +70,39 @@ def table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> N
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in rows:
         print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def dagster_env(home: Path, dagster_url: str, app_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a Dagster instance in ``home`` (the repository's dagster.yaml) whose
+    storage is ``dagster_url`` and whose code uses the application database ``app_url``."""
+    (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "TMPDIR": str(home),
+        "DAGSTER_POSTGRES_URL": make_url(dagster_url)
+        .set(drivername="postgresql+psycopg2")
+        .render_as_string(hide_password=False),
+        "JLG_DATABASE_URL": app_url,
+        **extra,
+    }
+
+
+def execute_job(job: str, env: dict[str, str], *args: str) -> "subprocess.Popen[bytes]":
+    """Start ``dagster job execute`` of one of our jobs in its own process group."""
+    argv = [str(BIN / "dagster"), "job", "execute", "-m", "jlg_pipeline.definitions"]
+    return subprocess.Popen(  # noqa: S603
+        [*argv, "-j", job, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )

@@ -11,38 +11,26 @@ import asyncio
 import os
 import statistics
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 from sqlalchemy import text
 
-from bench.common import bench_database, machine, table
+from bench.common import BIN, ROOT, bench_database, free_port, machine, table
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import connect_moto
 from jlg_pipeline.tokens import mint_token
 
-ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
 SESSIONS = 2000
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def serve(factory: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(  # noqa: S603
         [
-            str(Path(sys.executable).parent / "uvicorn"),
+            str(BIN / "uvicorn"),
             "--factory",
             factory,
             "--host",
@@ -129,10 +117,10 @@ def main() -> None:
             )
         engine.dispose()
         # moto in its own process, so neither server shares a GIL with the load generator.
-        moto_port = _free_port()
+        moto_port = free_port()
         moto = subprocess.Popen(  # noqa: S603
             [
-                str(Path(sys.executable).parent / "moto_server"),
+                str(BIN / "moto_server"),
                 "-H",
                 "127.0.0.1",
                 "-p",

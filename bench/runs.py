@@ -10,7 +10,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,11 +17,10 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from bench.common import bench_database, machine, table
+from bench.common import BIN, ROOT, bench_database, machine, table
 from jlg_pipeline.adapters.database import create_engine
 
-ROOT = Path(__file__).resolve().parents[1]
-DAGSTER = str(Path(sys.executable).parent / "dagster")
+DAGSTER = str(BIN / "dagster")
 
 
 def measure(argv: list[str], env: dict[str, str]) -> tuple[float, int]:

@@ -1,0 +1,128 @@
+"""The served API under schemathesis, counted: the real app under uvicorn (AWS calls to a
+local moto server), its OpenAPI document fetched over HTTP, every documented operation fuzzed
+with admin credentials and with generated (mostly junk) credentials.
+
+    .venv/bin/python -m bench.api_fuzz [--cases 1200]
+
+Counted: cases sent, 5xx answers, answers carrying a stack trace, answers that break the
+documented contract (status code, content type, response schema, the JSON envelope).
+"""
+
+import argparse
+import math
+import os
+from collections import Counter
+from typing import Any
+
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from sqlalchemy import text
+
+from bench.common import bench_database, free_port, machine, table
+from bench.front_door import SECRET, serve
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.local.aws import start_moto
+from jlg_pipeline.tokens import mint_token
+
+CONTRACT = (status_code_conformance, content_type_conformance, response_schema_conformance)
+
+
+def fuzz(schema: Any, headers: dict[str, str], per_operation: int, tally: Counter[str]) -> None:
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=per_operation,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+        def run(case: Any) -> None:
+            case.headers = {**(case.headers or {}), **headers}
+            response = case.call(timeout=30)
+            tally["cases"] += 1
+            tally[f"status {response.status_code // 100}xx"] += 1
+            if response.status_code >= 500:
+                tally["5xx"] += 1
+            if "Traceback" in response.text or 'File "' in response.text:
+                tally["stack traces"] += 1
+            try:
+                case.validate_response(response, checks=(not_a_server_error, *CONTRACT))
+            except Exception:  # noqa: BLE001 - counting contract breaks is the point
+                tally["contract breaks"] += 1
+            if response.headers.get("content-type", "").startswith("application/json"):
+                body = response.json()
+                if not isinstance(body, dict) or set(body) != {"success", "data", "error"}:
+                    tally["contract breaks"] += 1
+
+        run()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cases", type=int, default=1200)
+    args = parser.parse_args()
+    tally: Counter[str] = Counter()
+    aws = start_moto(free_port())
+    try:
+        with bench_database("jlg_bench_fuzz") as url:
+            engine = create_engine(url)
+            with engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "INSERT INTO hdb_program_session (program_id)"
+                        " SELECT 1 FROM generate_series(1, 5)"
+                    )
+                )
+            engine.dispose()
+            env = {
+                **os.environ,
+                **aws.env,
+                "JLG_DATABASE_URL": url,
+                "JLG_JWT_SECRET": SECRET,
+                "ENABLE_JOIN_LINK_SCHEDULER": "true",
+                "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+                "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
+            }
+            process, base = serve("web.app:create_app", env)
+            try:
+                schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
+                operations = sum(1 for _ in schema.get_all_operations())
+                per_operation = math.ceil(args.cases / (2 * operations))
+                admin = {
+                    "Authorization": f"Bearer {mint_token(SECRET, roles=('admin',))}",
+                    "X-Active-Role": "admin",
+                }
+                fuzz(schema, admin, per_operation, tally)
+                fuzz(schema, {}, per_operation, tally)
+            finally:
+                process.terminate()
+                process.wait(timeout=10)
+    finally:
+        aws.stop()
+    statuses = ", ".join(
+        f"{k[7:]}: {v}" for k, v in sorted(tally.items()) if k.startswith("status")
+    )
+    table(
+        f"schemathesis against the served OpenAPI document ({machine()})",
+        [
+            (
+                f"{operations} operations, admin and generated credentials",
+                f"{tally['cases']:,} cases ({statuses})",
+                f"{tally['5xx']} 5xx; {tally['stack traces']} stack traces; "
+                f"{tally['contract breaks']} contract breaks",
+            )
+        ],
+        ("scenario", "tried", "outcome"),
+    )
+
+
+if __name__ == "__main__":
+    main()
