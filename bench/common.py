@@ -8,11 +8,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import normalize_url
@@ -106,3 +108,60 @@ def execute_job(job: str, env: dict[str, str], *args: str) -> "subprocess.Popen[
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+
+
+def add_registrants(engine: Engine, count: int) -> None:
+    """``count`` eligible registrants of program 1, the program every bench session is in."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_local_registration (program_id, user_id)"
+                " SELECT 1, g FROM generate_series(1, :n) AS g ON CONFLICT DO NOTHING"
+            ),
+            {"n": count},
+        )
+
+
+DUE_SESSIONS = (
+    "INSERT INTO hdb_program_session (program_id, link_generation_at, link_generation_status)"
+    " SELECT 1, now() - interval '1 minute', 'SCHEDULED' FROM generate_series(1, :n) RETURNING id"
+)
+UNSCHEDULED_SESSIONS = (
+    "INSERT INTO hdb_program_session (program_id) SELECT 1 FROM generate_series(1, :n) RETURNING id"
+)
+
+
+def add_sessions(engine: Engine, count: int, *, due: bool) -> list[int]:
+    """``count`` sessions of program 1: SCHEDULED a minute ago if ``due``, else never
+    scheduled. Returns their ids."""
+    with engine.begin() as conn:
+        statement = text(DUE_SESSIONS if due else UNSCHEDULED_SESSIONS)
+        return sorted(conn.execute(statement, {"n": count}).scalars())
+
+
+def status_counts(engine: Engine, first_id: int = 1) -> Counter[str]:
+    """Sessions per link-generation status, among ids from ``first_id`` on."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT link_generation_status, count(*) FROM hdb_program_session"
+                " WHERE id >= :first GROUP BY 1"
+            ),
+            {"first": first_id},
+        ).all()
+    return Counter({status: count for status, count in rows})
+
+
+def generated_twice(engine: Engine, first_id: int = 1) -> int:
+    """Sessions (ids from ``first_id`` on) with more than one bulk job at the local registrar."""
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM (SELECT program_session_id FROM jlg_local_bulk_job"
+                    " WHERE program_session_id >= :first"
+                    " GROUP BY program_session_id HAVING count(*) > 1) AS d"
+                ),
+                {"first": first_id},
+            ).scalar_one()
+        )

@@ -27,11 +27,18 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from bench.common import bench_database, dagster_env, execute_job, machine, table
+from bench.common import (
+    add_registrants,
+    add_sessions,
+    bench_database,
+    dagster_env,
+    execute_job,
+    machine,
+    table,
+)
 from jlg_pipeline.adapters.database import create_engine
 
 STALE_MS = 3000
-PROGRAM_ID = 1
 
 
 class OnlineSession:
@@ -84,19 +91,6 @@ class OnlineSession:
             self.release.setdefault(sid, threading.Event()).set()
 
 
-def _new_session(engine: Engine) -> int:
-    with engine.begin() as conn:
-        sid: int = conn.execute(
-            text(
-                "INSERT INTO hdb_program_session"
-                " (program_id, link_generation_at, link_generation_status)"
-                " VALUES (:p, now() - interval '1 minute', 'SCHEDULED') RETURNING id"
-            ),
-            {"p": PROGRAM_ID},
-        ).scalar_one()
-    return sid
-
-
 def _row(engine: Engine, sid: int) -> dict[str, Any]:
     with engine.connect() as conn:
         return dict(
@@ -122,7 +116,7 @@ def _sweep(env: dict[str, str]) -> None:
 
 def trial(engine: Engine, service: OnlineSession, env: dict[str, str], zombie: bool) -> str:
     """One trial; returns 'recovered', 'overwritten' or what went wrong instead."""
-    sid = _new_session(engine)
+    sid = add_sessions(engine, 1, due=True)[0]
     config = Path(env["TMPDIR"]) / f"run-{sid}.yaml"
     config.write_text(  # JSON is YAML
         json.dumps({"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}})
@@ -174,14 +168,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="jlg-bench-crash-") as home,
     ):
         engine = create_engine(url)
-        with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO jlg_local_registration (program_id, user_id)"
-                    " SELECT :p, g FROM generate_series(1, 10) AS g"
-                ),
-                {"p": PROGRAM_ID},
-            )
+        add_registrants(engine, 10)
         env = dagster_env(
             Path(home),
             dagster_url,

@@ -1,9 +1,9 @@
 """Front-door benchmark: PATCH link-generation under an open-loop load generator in a second
 process, at fixed rates, against the real app (auth, validation, envelope, metrics, schedule
 upsert to a local moto server) and against a bare Starlette endpoint doing the same single
-UPDATE, both on one uvicorn worker with the same settings.
+UPDATE, both with the same uvicorn settings and worker count (one unless --workers).
 
-    .venv/bin/python -m bench.front_door [--rates 25,50,100,150] [--seconds 8]
+    .venv/bin/python -m bench.front_door [--rates 25,50,100,150] [--seconds 8] [--workers 1]
 """
 
 import argparse
@@ -15,18 +15,32 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
-from sqlalchemy import text
 
-from bench.common import BIN, ROOT, bench_database, free_port, machine, table
+from bench.common import BIN, ROOT, add_sessions, bench_database, free_port, machine, table
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.aws import connect_moto
+from jlg_pipeline.local.aws import LocalAws, connect_moto
 from jlg_pipeline.tokens import mint_token
 
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
 SESSIONS = 2000
 
 
-def serve(factory: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+def app_env(url: str, aws: LocalAws) -> dict[str, str]:
+    """The web app's environment: database ``url``, schedules to the local ``aws``."""
+    return {
+        **os.environ,
+        **aws.env,
+        "JLG_DATABASE_URL": url,
+        "JLG_JWT_SECRET": SECRET,
+        "ENABLE_JOIN_LINK_SCHEDULER": "true",
+        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
+    }
+
+
+def serve(
+    factory: str, env: dict[str, str], workers: int = 1
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     process = subprocess.Popen(  # noqa: S603
         [
@@ -38,7 +52,7 @@ def serve(factory: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], s
             "--port",
             str(port),
             "--workers",
-            "1",
+            str(workers),
             "--log-level",
             "warning",
             "--no-access-log",
@@ -103,18 +117,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rates", default="25,50,100,150")
     parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     with bench_database("jlg_bench_web") as url:
         engine = create_engine(url)
-        with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO hdb_program_session (program_id)"
-                    " SELECT 1 FROM generate_series(1, :n)"
-                ),
-                {"n": SESSIONS},
-            )
+        add_sessions(engine, SESSIONS, due=False)
         engine.dispose()
         # moto in its own process, so neither server shares a GIL with the load generator.
         moto_port = free_port()
@@ -131,15 +139,7 @@ def main() -> None:
         )
         time.sleep(2)
         aws = connect_moto(moto_port)
-        env = {
-            **os.environ,
-            **aws.env,
-            "JLG_DATABASE_URL": url,
-            "JLG_JWT_SECRET": SECRET,
-            "ENABLE_JOIN_LINK_SCHEDULER": "true",
-            "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-            "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
-        }
+        env = app_env(url, aws)
         token = mint_token(SECRET, user_id=1, roles=("admin",))
         auth = {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
         rows = []
@@ -148,7 +148,7 @@ def main() -> None:
                 ("web.app:create_app", auth),
                 ("bench.bare_app:create_bare_app", {}),
             ):
-                process, base = serve(factory, env)
+                process, base = serve(factory, env, args.workers)
                 try:
                     asyncio.run(load(base, 10, 2, headers))  # warm up
                     for rate in rates:
@@ -176,7 +176,7 @@ def main() -> None:
         )
     table(
         f"Front door: PATCH at fixed rates for {args.seconds:.0f} s each, "
-        f"one uvicorn worker ({machine()})",
+        f"{args.workers} uvicorn worker(s) each ({machine()})",
         report,
         (
             "req/s",

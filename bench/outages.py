@@ -28,16 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Engine, text
 
 from bench.common import (
     BIN,
     ROOT,
+    add_registrants,
+    add_sessions,
     bench_database,
     dagster_env,
     execute_job,
     free_port,
+    generated_twice,
     machine,
+    status_counts,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine, normalize_url
@@ -48,47 +51,6 @@ from jlg_pipeline.tokens import mint_token
 STALE_MS = 3000
 GRACE_MS = 1000
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
-
-
-def _statuses(engine: Engine, first_id: int) -> Counter[str]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT link_generation_status, count(*) FROM hdb_program_session"
-                " WHERE id >= :first GROUP BY 1"
-            ),
-            {"first": first_id},
-        ).all()
-    return Counter({status: count for status, count in rows})
-
-
-def _new_due_sessions(engine: Engine, count: int) -> int:
-    """``count`` overdue SCHEDULED sessions; returns the first id."""
-    with engine.begin() as conn:
-        ids = conn.execute(
-            text(
-                "INSERT INTO hdb_program_session"
-                " (program_id, link_generation_at, link_generation_status)"
-                " SELECT 1, now() - interval '1 minute', 'SCHEDULED'"
-                " FROM generate_series(1, :n) RETURNING id"
-            ),
-            {"n": count},
-        ).scalars()
-        return int(min(ids))
-
-
-def _duplicates(engine: Engine, first_id: int) -> int:
-    with engine.connect() as conn:
-        return int(
-            conn.execute(
-                text(
-                    "SELECT count(*) FROM (SELECT program_session_id FROM jlg_local_bulk_job"
-                    " WHERE program_session_id >= :first"
-                    " GROUP BY program_session_id HAVING count(*) > 1) AS d"
-                ),
-                {"first": first_id},
-            ).scalar_one()
-        )
 
 
 def _sweep(env: dict[str, str]) -> tuple[int, str]:
@@ -105,17 +67,6 @@ def _sweep(env: dict[str, str]) -> tuple[int, str]:
     return run.returncode, reason[:160]
 
 
-def _add_registrants(engine: Engine, count: int) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jlg_local_registration (program_id, user_id)"
-                " SELECT 1, g FROM generate_series(1, :n) AS g"
-            ),
-            {"n": count},
-        )
-
-
 def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tuple[str, ...]]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
@@ -129,7 +80,7 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
         url = normalize_url(server.get_uri())
         migrate(url)
         engine = create_engine(url)
-        _add_registrants(engine, 3000)  # ~50 ms of local bulkRegister per session
+        add_registrants(engine, 3000)  # ~50 ms of local bulkRegister per session
         env = dagster_env(
             home,
             dagster_url,
@@ -144,10 +95,10 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
         completed_after_next: list[int] = []
         next_ok = duplicates = 0
         for _ in range(trials):
-            first = _new_due_sessions(engine, FALLBACK_BATCH_LIMIT)
+            first = add_sessions(engine, FALLBACK_BATCH_LIMIT, due=True)[0]
             sweep = execute_job("join_link_fallback_sweep_job", env)
             deadline = time.monotonic() + 120
-            while _statuses(engine, first)["COMPLETED"] < 5:
+            while status_counts(engine, first)["COMPLETED"] < 5:
                 if sweep.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the sweep ended before the restart could hit it")
                 time.sleep(0.05)
@@ -159,12 +110,12 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
                 first_sweeps["failed"] += 1
                 lines = [ln.strip() for ln in err.decode(errors="replace").splitlines()]
                 reasons.extend(ln for ln in lines if "session(s) failed" in ln)
-            stuck_after_first.append(_statuses(engine, first)["IN_PROGRESS"])
+            stuck_after_first.append(status_counts(engine, first)["IN_PROGRESS"])
             time.sleep(STALE_MS / 1000 + 0.5)
             code, _ = _sweep(env)
             next_ok += code == 0
-            completed_after_next.append(_statuses(engine, first)["COMPLETED"])
-            duplicates += _duplicates(engine, first)
+            completed_after_next.append(status_counts(engine, first)["COMPLETED"])
+            duplicates += generated_twice(engine, first)
         engine.dispose()
     finally:
         server.cleanup()
@@ -184,16 +135,8 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
 
 def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tuple[str, ...]:
     engine = create_engine(url)
-    _add_registrants(engine, 20)
-    with engine.begin() as conn:
-        first = conn.execute(
-            text(
-                "INSERT INTO hdb_program_session (program_id)"
-                " SELECT 1 FROM generate_series(1, :n) RETURNING id"
-            ),
-            {"n": patches},
-        ).scalars()
-        ids = sorted(first)
+    add_registrants(engine, 20)
+    ids = add_sessions(engine, patches, due=False)
     closed = f"http://127.0.0.1:{free_port()}"
     env = dagster_env(
         home,
@@ -261,11 +204,11 @@ def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tup
     upsert_failures = log.read_text(errors="replace").count("scheduler.failed")
     time.sleep(2 + GRACE_MS / 1000)
     sweeps = 0
-    while _statuses(engine, ids[0])["COMPLETED"] < patches and sweeps < 10:
+    while status_counts(engine, ids[0])["COMPLETED"] < patches and sweeps < 10:
         _sweep(env)
         sweeps += 1
-    completed = _statuses(engine, ids[0])["COMPLETED"]
-    duplicates = _duplicates(engine, ids[0])
+    completed = status_counts(engine, ids[0])["COMPLETED"]
+    duplicates = generated_twice(engine, ids[0])
     engine.dispose()
     return (
         "AWS unreachable for the scheduler (endpoint is a closed port)",

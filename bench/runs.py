@@ -14,10 +14,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from bench.common import BIN, ROOT, bench_database, machine, table
+from bench.common import (
+    BIN,
+    ROOT,
+    add_registrants,
+    add_sessions,
+    bench_database,
+    machine,
+    status_counts,
+    table,
+)
 from jlg_pipeline.adapters.database import create_engine
 
 DAGSTER = str(BIN / "dagster")
@@ -47,22 +55,8 @@ def main() -> None:
         bench_database("jlg_bench_runs_dagster", migrated=False) as dagster_url,
     ):
         engine = create_engine(url)
-        with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO jlg_local_registration (program_id, user_id)"
-                    " SELECT 1, g FROM generate_series(1, 50) AS g"
-                )
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO hdb_program_session"
-                    " (program_id, link_generation_at, link_generation_status)"
-                    " SELECT 1, now() - interval '1 minute', 'SCHEDULED'"
-                    " FROM generate_series(1, :n)"
-                ),
-                {"n": args.repeat + 1},
-            )
+        add_registrants(engine, 50)
+        add_sessions(engine, args.repeat + 1, due=True)
         engine.dispose()
         home = Path(tempfile.mkdtemp(prefix="jlg-bench-home-"))
         shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
@@ -114,13 +108,7 @@ def main() -> None:
         finally:
             shutil.rmtree(home, ignore_errors=True)
         engine = create_engine(url)
-        with engine.connect() as conn:
-            done = conn.execute(
-                text(
-                    "SELECT count(*) FROM hdb_program_session"
-                    " WHERE link_generation_status = 'COMPLETED'"
-                )
-            ).scalar_one()
+        done = status_counts(engine)["COMPLETED"]
         engine.dispose()
         assert done == args.repeat + 1, f"only {done} sessions completed"
     rt, et = statistics.median(t for t, _ in real), statistics.median(t for t, _ in empty)
