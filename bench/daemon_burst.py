@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -37,23 +38,29 @@ from bench.common import (
     status_counts,
     table,
 )
-from bench.runs import DAGSTER, measure
+from bench.runs import EMPTY_JOB, measure
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.aws import connect_moto
 from jlg_pipeline.local.stack import Children
 
 
+def _group_processes(pgid: int) -> Iterator[Path]:
+    """The /proc entries of the processes in process group ``pgid``."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.getpgid(int(proc.name)) == pgid:
+                yield proc
+        except ProcessLookupError:
+            continue
+
+
 def _group_rss_kib(pgid: int) -> int:
     total = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in _group_processes(pgid):
         try:
-            if os.getpgid(int(proc.name)) != pgid:
-                continue
             match = re.search(r"VmRSS:\s+(\d+)", (proc / "status").read_text())
-        except (OSError, ProcessLookupError):
+        except OSError:
             continue
         if match:
             total += int(match.group(1))
@@ -65,15 +72,11 @@ def _group_cpu_seconds(pgid: int) -> dict[str, float]:
     reaped by the code servers, so counted in their children's time)."""
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = {"daemon": 0.0, "code servers": 0.0, "run workers": 0.0}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in _group_processes(pgid):
         try:
-            if os.getpgid(int(proc.name)) != pgid:
-                continue
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
             cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-        except (OSError, ProcessLookupError):
+        except OSError:
             continue
         own = (int(fields[11]) + int(fields[12])) / ticks
         reaped = (int(fields[13]) + int(fields[14])) / ticks
@@ -159,21 +162,7 @@ def main() -> None:
             "ENABLE_JOIN_LINK_SCHEDULER": "true",
             "TMPDIR": str(home),
         }
-        empty = statistics.median(
-            measure(
-                [
-                    DAGSTER,
-                    "job",
-                    "execute",
-                    "-f",
-                    str(ROOT / "bench" / "empty_job.py"),
-                    "-j",
-                    "empty_job",
-                ],
-                env,
-            )[0]
-            for _ in range(3)
-        )
+        empty = statistics.median(measure(EMPTY_JOB, env)[0] for _ in range(3))
         children = Children()
         peak = 0
         stop = threading.Event()

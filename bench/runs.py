@@ -29,6 +29,15 @@ from bench.common import (
 from jlg_pipeline.adapters.database import create_engine
 
 DAGSTER = str(BIN / "dagster")
+EMPTY_JOB = [
+    DAGSTER,
+    "job",
+    "execute",
+    "-f",
+    str(ROOT / "bench" / "empty_job.py"),
+    "-j",
+    "empty_job",
+]
 
 
 def measure(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
@@ -90,18 +99,7 @@ def main() -> None:
                     ],
                     env,
                 )
-                empty_run = measure(
-                    [
-                        DAGSTER,
-                        "job",
-                        "execute",
-                        "-f",
-                        str(ROOT / "bench" / "empty_job.py"),
-                        "-j",
-                        "empty_job",
-                    ],
-                    env,
-                )
+                empty_run = measure(EMPTY_JOB, env)
                 if i:  # the first pair warms the disk cache and the instance's tables
                     real.append(real_run)
                     empty.append(empty_run)
