@@ -110,6 +110,13 @@ def execute_job(job: str, env: dict[str, str], *args: str) -> "subprocess.Popen[
     )
 
 
+def sweep(env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
+    """Run one ``join_link_fallback_sweep_job`` to its end: (exit code, its stderr)."""
+    run = execute_job("join_link_fallback_sweep_job", env)
+    _, err = run.communicate(timeout=timeout)
+    return run.returncode, err.decode(errors="replace")
+
+
 def add_registrants(engine: Engine, count: int) -> None:
     """``count`` eligible registrants of program 1, the program every bench session is in."""
     with engine.begin() as conn:

@@ -34,6 +34,7 @@ from bench.common import (
     dagster_env,
     execute_job,
     machine,
+    sweep,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
@@ -108,10 +109,9 @@ def _row(engine: Engine, sid: int) -> dict[str, Any]:
 
 
 def _sweep(env: dict[str, str]) -> None:
-    sweep = execute_job("join_link_fallback_sweep_job", env)
-    _, err = sweep.communicate(timeout=120)
-    if sweep.returncode != 0:
-        raise RuntimeError(f"the sweep run failed: {err.decode()[-2000:]}")
+    code, err = sweep(env, timeout=120)
+    if code != 0:
+        raise RuntimeError(f"the sweep run failed: {err[-2000:]}")
 
 
 def trial(engine: Engine, service: OnlineSession, env: dict[str, str], zombie: bool) -> str:

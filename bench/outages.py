@@ -41,6 +41,7 @@ from bench.common import (
     generated_twice,
     machine,
     status_counts,
+    sweep,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine, normalize_url
@@ -51,20 +52,6 @@ from jlg_pipeline.tokens import mint_token
 STALE_MS = 3000
 GRACE_MS = 1000
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
-
-
-def _sweep(env: dict[str, str]) -> tuple[int, str]:
-    """Run one sweep to its end: (exit code, the last line naming why it failed, if it did)."""
-    run = execute_job("join_link_fallback_sweep_job", env)
-    _, err = run.communicate(timeout=300)
-    reason = ""
-    if run.returncode:
-        lines = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
-        reason = next(
-            (line.strip() for line in reversed(lines) if "failed" in line or "Error" in line),
-            lines[-1] if lines else "",
-        )
-    return run.returncode, reason[:160]
 
 
 def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tuple[str, ...]]:
@@ -96,15 +83,15 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
         next_ok = duplicates = 0
         for _ in range(trials):
             first = add_sessions(engine, FALLBACK_BATCH_LIMIT, due=True)[0]
-            sweep = execute_job("join_link_fallback_sweep_job", env)
+            running = execute_job("join_link_fallback_sweep_job", env)
             deadline = time.monotonic() + 120
             while status_counts(engine, first)["COMPLETED"] < 5:
-                if sweep.poll() is not None or time.monotonic() > deadline:
+                if running.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the sweep ended before the restart could hit it")
                 time.sleep(0.05)
             pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user)
-            _, err = sweep.communicate(timeout=300)
-            if sweep.returncode == 0:
+            _, err = running.communicate(timeout=300)
+            if running.returncode == 0:
                 first_sweeps["succeeded"] += 1
             else:
                 first_sweeps["failed"] += 1
@@ -112,7 +99,7 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
                 reasons.extend(ln for ln in lines if "session(s) failed" in ln)
             stuck_after_first.append(status_counts(engine, first)["IN_PROGRESS"])
             time.sleep(STALE_MS / 1000 + 0.5)
-            code, _ = _sweep(env)
+            code, _ = sweep(env)
             next_ok += code == 0
             completed_after_next.append(status_counts(engine, first)["COMPLETED"])
             duplicates += generated_twice(engine, first)
@@ -205,7 +192,7 @@ def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tup
     time.sleep(2 + GRACE_MS / 1000)
     sweeps = 0
     while status_counts(engine, ids[0])["COMPLETED"] < patches and sweeps < 10:
-        _sweep(env)
+        sweep(env)
         sweeps += 1
     completed = status_counts(engine, ids[0])["COMPLETED"]
     duplicates = generated_twice(engine, ids[0])
