@@ -81,10 +81,13 @@ def free_port() -> int:
     return port
 
 
-def dagster_env(home: Path, dagster_url: str, app_url: str, **extra: str) -> dict[str, str]:
-    """The environment of a Dagster instance in ``home`` (the repository's dagster.yaml) whose
-    storage is ``dagster_url`` and whose code uses the application database ``app_url``."""
-    (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+def dagster_env(
+    home: Path, dagster_url: str, app_url: str, instance_yaml: str | None = None, **extra: str
+) -> dict[str, str]:
+    """The environment of a Dagster instance in ``home`` (``instance_yaml``, by default the
+    repository's dagster.yaml) whose storage is ``dagster_url`` and whose code uses the
+    application database ``app_url``."""
+    (home / "dagster.yaml").write_text(instance_yaml or (ROOT / "dagster.yaml").read_text())
     return {
         **os.environ,
         "DAGSTER_HOME": str(home),

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import yaml
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from bench.common import (
     BIN,
@@ -32,6 +31,7 @@ from bench.common import (
     add_registrants,
     add_sessions,
     bench_database,
+    dagster_env,
     free_port,
     generated_twice,
     machine,
@@ -148,20 +148,16 @@ def main() -> None:
         time.sleep(2)
         aws = connect_moto(moto_port)
         home = Path(tempfile.mkdtemp(prefix="jlg-bench-burst-"))
-        (home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
-        env = {
-            **os.environ,
+        env = dagster_env(
+            home,
+            dagster_url,
+            url,
+            yaml.safe_dump(instance_config),
             **aws.env,
-            "DAGSTER_HOME": str(home),
-            "DAGSTER_POSTGRES_URL": make_url(dagster_url)
-            .set(drivername="postgresql+psycopg2")
-            .render_as_string(hide_password=False),
-            "JLG_DATABASE_URL": url,
-            "JLG_SQS_QUEUE_URL": aws.queue_url,
-            "JLG_REGISTRAR": "local",
-            "ENABLE_JOIN_LINK_SCHEDULER": "true",
-            "TMPDIR": str(home),
-        }
+            JLG_SQS_QUEUE_URL=aws.queue_url,
+            JLG_REGISTRAR="local",
+            ENABLE_JOIN_LINK_SCHEDULER="true",
+        )
         empty = statistics.median(measure(EMPTY_JOB, env)[0] for _ in range(3))
         children = Children()
         peak = 0

@@ -14,14 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
 from bench.common import (
     BIN,
     ROOT,
     add_registrants,
     add_sessions,
     bench_database,
+    dagster_env,
     machine,
     status_counts,
     table,
@@ -68,16 +67,7 @@ def main() -> None:
         add_sessions(engine, args.repeat + 1, due=True)
         engine.dispose()
         home = Path(tempfile.mkdtemp(prefix="jlg-bench-home-"))
-        shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-        env = {
-            **os.environ,
-            "DAGSTER_HOME": str(home),
-            "DAGSTER_POSTGRES_URL": make_url(dagster_url)
-            .set(drivername="postgresql+psycopg2")
-            .render_as_string(hide_password=False),
-            "JLG_DATABASE_URL": url,
-            "JLG_REGISTRAR": "local",
-        }
+        env = dagster_env(home, dagster_url, url, JLG_REGISTRAR="local")
         config = home / "run.yaml"
         real, empty = [], []
         try:
