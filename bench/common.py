@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.cli import migrate
+from jlg_pipeline.local.aws import LocalAws, connect_moto
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +80,23 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return port
+
+
+@contextmanager
+def moto_process() -> Iterator[LocalAws]:
+    """A moto server in its own process (so it shares no GIL with the benchmark), stopped after."""
+    port = free_port()
+    server = subprocess.Popen(  # noqa: S603
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(2)
+        yield connect_moto(port)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def dagster_env(

@@ -13,9 +13,7 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -32,16 +30,15 @@ from bench.common import (
     add_sessions,
     bench_database,
     dagster_env,
-    free_port,
     generated_twice,
     machine,
+    moto_process,
     status_counts,
     table,
 )
 from bench.runs import EMPTY_JOB, measure
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.local.aws import connect_moto
 from jlg_pipeline.local.stack import Children
 
 
@@ -139,76 +136,71 @@ def main() -> None:
         engine = create_engine(url)
         add_registrants(engine, 20)
         add_sessions(engine, args.events, due=True)
-        moto_port = free_port()
-        moto = subprocess.Popen(  # noqa: S603
-            [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(2)
-        aws = connect_moto(moto_port)
-        home = Path(tempfile.mkdtemp(prefix="jlg-bench-burst-"))
-        env = dagster_env(
-            home,
-            dagster_url,
-            url,
-            yaml.safe_dump(instance_config),
-            **aws.env,
-            JLG_SQS_QUEUE_URL=aws.queue_url,
-            JLG_REGISTRAR="local",
-            ENABLE_JOIN_LINK_SCHEDULER="true",
-        )
-        empty = statistics.median(measure(EMPTY_JOB, env)[0] for _ in range(3))
-        children = Children()
-        peak = 0
-        stop = threading.Event()
-        try:
-            children.start(
-                "dagster-daemon",
-                [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-                env,
-                ROOT,
-                home / "daemon.log",
+        with (
+            moto_process() as aws,
+            tempfile.TemporaryDirectory(
+                prefix="jlg-bench-burst-", ignore_cleanup_errors=True
+            ) as home_dir,
+        ):
+            home = Path(home_dir)
+            env = dagster_env(
+                home,
+                dagster_url,
+                url,
+                yaml.safe_dump(instance_config),
+                **aws.env,
+                JLG_SQS_QUEUE_URL=aws.queue_url,
+                JLG_REGISTRAR="local",
+                ENABLE_JOIN_LINK_SCHEDULER="true",
             )
-            pgid = children.processes["dagster-daemon"].pid
-
-            def sample() -> None:
-                nonlocal peak
-                while not stop.wait(0.5):
-                    peak = max(peak, _group_rss_kib(pgid))
-
-            threading.Thread(target=sample, daemon=True).start()
-            time.sleep(10)  # the daemon and its code server are up before the burst
-            sqs = aws.client("sqs")
-            before = _group_cpu_seconds(pgid)
-            started = time.perf_counter()
-            for first in range(1, args.events + 1, 10):
-                sqs.send_message_batch(
-                    QueueUrl=aws.queue_url,
-                    Entries=[
-                        {"Id": str(sid), "MessageBody": json.dumps(build_message(sid, None))}
-                        for sid in range(first, min(first + 10, args.events + 1))
-                    ],
+            empty = statistics.median(measure(EMPTY_JOB, env)[0] for _ in range(3))
+            children = Children()
+            peak = 0
+            stop = threading.Event()
+            try:
+                children.start(
+                    "dagster-daemon",
+                    [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
+                    env,
+                    ROOT,
+                    home / "daemon.log",
                 )
-            # Four duplicates of already-sent events, as SQS may deliver.
-            for sid in range(1, 5):
-                sqs.send_message(
-                    QueueUrl=aws.queue_url, MessageBody=json.dumps(build_message(sid, None))
-                )
-            while status_counts(engine)["COMPLETED"] < args.events:
-                if children.exited():
-                    raise RuntimeError((home / "daemon.log").read_text()[-3000:])
-                time.sleep(1)
-            elapsed = time.perf_counter() - started
-            cpu = {k: v - before[k] for k, v in _group_cpu_seconds(pgid).items()}
-            sent_at = time.time() - elapsed
-            time.sleep(15)  # let the duplicate runs finish
-        finally:
-            stop.set()
-            children.stop()
-            moto.terminate()
-            moto.wait(timeout=10)
-            shutil.rmtree(home, ignore_errors=True)
+                pgid = children.processes["dagster-daemon"].pid
+
+                def sample() -> None:
+                    nonlocal peak
+                    while not stop.wait(0.5):
+                        peak = max(peak, _group_rss_kib(pgid))
+
+                threading.Thread(target=sample, daemon=True).start()
+                time.sleep(10)  # the daemon and its code server are up before the burst
+                sqs = aws.client("sqs")
+                before = _group_cpu_seconds(pgid)
+                started = time.perf_counter()
+                for first in range(1, args.events + 1, 10):
+                    sqs.send_message_batch(
+                        QueueUrl=aws.queue_url,
+                        Entries=[
+                            {"Id": str(sid), "MessageBody": json.dumps(build_message(sid, None))}
+                            for sid in range(first, min(first + 10, args.events + 1))
+                        ],
+                    )
+                # Four duplicates of already-sent events, as SQS may deliver.
+                for sid in range(1, 5):
+                    sqs.send_message(
+                        QueueUrl=aws.queue_url, MessageBody=json.dumps(build_message(sid, None))
+                    )
+                while status_counts(engine)["COMPLETED"] < args.events:
+                    if children.exited():
+                        raise RuntimeError((home / "daemon.log").read_text()[-3000:])
+                    time.sleep(1)
+                elapsed = time.perf_counter() - started
+                cpu = {k: v - before[k] for k, v in _group_cpu_seconds(pgid).items()}
+                sent_at = time.time() - elapsed
+                time.sleep(15)  # let the duplicate runs finish
+            finally:
+                stop.set()
+                children.stop()
         duplicates = generated_twice(engine)
         engine.dispose()
         phases = _run_phases(dagster_url, sent_at)

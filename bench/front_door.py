@@ -16,9 +16,18 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from bench.common import BIN, ROOT, add_sessions, bench_database, free_port, machine, table
+from bench.common import (
+    BIN,
+    ROOT,
+    add_sessions,
+    bench_database,
+    free_port,
+    machine,
+    moto_process,
+    table,
+)
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.aws import LocalAws, connect_moto
+from jlg_pipeline.local.aws import LocalAws
 from jlg_pipeline.tokens import mint_token
 
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
@@ -125,25 +134,11 @@ def main() -> None:
         add_sessions(engine, SESSIONS, due=False)
         engine.dispose()
         # moto in its own process, so neither server shares a GIL with the load generator.
-        moto_port = free_port()
-        moto = subprocess.Popen(  # noqa: S603
-            [
-                str(BIN / "moto_server"),
-                "-H",
-                "127.0.0.1",
-                "-p",
-                str(moto_port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(2)
-        aws = connect_moto(moto_port)
-        env = app_env(url, aws)
-        token = mint_token(SECRET, user_id=1, roles=("admin",))
-        auth = {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
-        rows = []
-        try:
+        with moto_process() as aws:
+            env = app_env(url, aws)
+            token = mint_token(SECRET, user_id=1, roles=("admin",))
+            auth = {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
+            rows = []
             for factory, headers in (
                 ("web.app:create_app", auth),
                 ("bench.bare_app:create_bare_app", {}),
@@ -157,9 +152,6 @@ def main() -> None:
                 finally:
                     process.terminate()
                     process.wait(timeout=10)
-        finally:
-            moto.terminate()
-            moto.wait(timeout=10)
     report: list[tuple[str, ...]] = []
     for rate in rates:
         real = next(r for r in rows if r[1] == rate and r[0].startswith("web"))
