@@ -23,10 +23,9 @@ from schemathesis.checks import (
 )
 
 from bench.common import add_sessions, bench_database, free_port, machine, table
-from bench.front_door import SECRET, app_env, serve
+from bench.front_door import admin_headers, app_env, serve
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import start_moto
-from jlg_pipeline.tokens import mint_token
 
 CONTRACT = (status_code_conformance, content_type_conformance, response_schema_conformance)
 
@@ -80,10 +79,7 @@ def main() -> None:
                 schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
                 operations = sum(1 for _ in schema.get_all_operations())
                 per_operation = math.ceil(args.cases / (2 * operations))
-                admin = {
-                    "Authorization": f"Bearer {mint_token(SECRET, roles=('admin',))}",
-                    "X-Active-Role": "admin",
-                }
+                admin = admin_headers()
                 rounds = 0
                 while tally["cases"] < args.cases:  # hypothesis stops early on small inputs
                     fuzz(schema, admin, per_operation, tally)

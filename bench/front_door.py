@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 
@@ -34,6 +35,12 @@ SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local onl
 SESSIONS = 2000
 
 
+def admin_headers() -> dict[str, str]:
+    """Credentials of an admin, signed with the benchmarks' ``SECRET``."""
+    token = mint_token(SECRET, user_id=1, roles=("admin",))
+    return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
+
+
 def app_env(url: str, aws: LocalAws) -> dict[str, str]:
     """The web app's environment: database ``url``, schedules to the local ``aws``."""
     return {
@@ -48,9 +55,12 @@ def app_env(url: str, aws: LocalAws) -> dict[str, str]:
 
 
 def serve(
-    factory: str, env: dict[str, str], workers: int = 1
+    factory: str, env: dict[str, str], workers: int = 1, log: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``factory`` under uvicorn (its output to ``log`` if given) and wait until it
+    answers; returns the process and its base URL."""
     port = free_port()
+    output = log.open("wb") if log else None
     process = subprocess.Popen(  # noqa: S603
         [
             str(BIN / "uvicorn"),
@@ -68,7 +78,11 @@ def serve(
         ],
         cwd=ROOT,
         env=env,
+        stdout=output,
+        stderr=subprocess.STDOUT if output else None,
     )
+    if output:
+        output.close()  # the server holds its own copy
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -136,8 +150,7 @@ def main() -> None:
         # moto in its own process, so neither server shares a GIL with the load generator.
         with moto_process() as aws:
             env = app_env(url, aws)
-            token = mint_token(SECRET, user_id=1, roles=("admin",))
-            auth = {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
+            auth = admin_headers()
             rows = []
             for factory, headers in (
                 ("web.app:create_app", auth),

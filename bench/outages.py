@@ -18,7 +18,6 @@ production values.
 import argparse
 import logging
 import statistics
-import subprocess
 import tempfile
 import time
 import warnings
@@ -30,7 +29,6 @@ from typing import Any
 import httpx
 
 from bench.common import (
-    BIN,
     ROOT,
     add_registrants,
     add_sessions,
@@ -44,14 +42,13 @@ from bench.common import (
     sweep,
     table,
 )
+from bench.front_door import SECRET, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.cli import migrate
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
-from jlg_pipeline.tokens import mint_token
 
 STALE_MS = 3000
 GRACE_MS = 1000
-SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
 
 
 def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tuple[str, ...]]:
@@ -141,42 +138,16 @@ def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tup
         JLG_TEST_STALE_MS=str(STALE_MS),
         JLG_TEST_GRACE_MS=str(GRACE_MS),
     )
-    port = free_port()
     log = home / "web.log"
-    with log.open("wb") as sink:
-        web = subprocess.Popen(  # noqa: S603
-            [
-                str(BIN / "uvicorn"),
-                "--factory",
-                "web.app:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    token = mint_token(SECRET, user_id=1, roles=("admin",))
-    headers = {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
+    web, base = serve("web.app:create_app", env, log=log)
     statuses: Counter[int] = Counter()
     latencies: list[float] = []
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(log.read_text())
-            time.sleep(0.2)
+        ready = httpx.get(f"{base}/readyz", timeout=10)
+        if ready.status_code != 200:
+            raise RuntimeError(f"the web app is not ready: {ready.text}\n{log.read_text()}")
         at = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
-        with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+        with httpx.Client(base_url=base, headers=admin_headers(), timeout=30) as client:
             for sid in ids:
                 started = time.perf_counter()
                 response = client.patch(
