@@ -135,7 +135,7 @@ def main() -> None:
     ):
         engine = create_engine(url)
         add_registrants(engine, 20)
-        add_sessions(engine, args.events, due=True)
+        ids = add_sessions(engine, args.events, due=True)
         with (
             moto_process() as aws,
             tempfile.TemporaryDirectory(
@@ -177,16 +177,16 @@ def main() -> None:
                 sqs = aws.client("sqs")
                 before = _group_cpu_seconds(pgid)
                 started = time.perf_counter()
-                for first in range(1, args.events + 1, 10):
+                for first in range(0, len(ids), 10):
                     sqs.send_message_batch(
                         QueueUrl=aws.queue_url,
                         Entries=[
                             {"Id": str(sid), "MessageBody": json.dumps(build_message(sid, None))}
-                            for sid in range(first, min(first + 10, args.events + 1))
+                            for sid in ids[first : first + 10]
                         ],
                     )
                 # Four duplicates of already-sent events, as SQS may deliver.
-                for sid in range(1, 5):
+                for sid in ids[:4]:
                     sqs.send_message(
                         QueueUrl=aws.queue_url, MessageBody=json.dumps(build_message(sid, None))
                     )
