@@ -73,7 +73,7 @@ def populate(engine: Engine, rows: int, due: int) -> None:
 
 
 def explain(engine: Engine, repository: ProgramSessionRepository, limit: int) -> str:
-    statement = repository._find_statement(limit)  # the statement under test
+    statement = repository.fallback_candidates_statement(limit)
     compiled = statement.compile(engine, compile_kwargs={"render_postcompile": True})
     with engine.connect() as conn:
         return "\n".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params))

@@ -68,6 +68,22 @@ program_session = Table(
         "link_generation_at",
         postgresql_where=text("deleted_at IS NULL AND link_generation_status <> 'COMPLETED'"),
     ),
+    # Migration 0003: one index per tier of the sweep's candidates (fairness).
+    Index(
+        "ix_psession_link_gen_fresh",
+        "link_generation_at",
+        "id",
+        postgresql_where=text(
+            "deleted_at IS NULL AND link_generation_status IN ('SCHEDULED', 'IN_PROGRESS')"
+        ),
+    ),
+    Index(
+        "ix_psession_link_gen_failed",
+        "link_generation_attempt",
+        "link_generation_at",
+        "id",
+        postgresql_where=text("deleted_at IS NULL AND link_generation_status = 'FAILED'"),
+    ),
 )
 
 online_session = Table(

@@ -1,5 +1,6 @@
 """The sweep's candidate query: exactly overdue-past-grace, not COMPLETED, not deleted,
-claimable (stale IN_PROGRESS only), oldest first, limited; served by the partial index."""
+claimable (stale IN_PROGRESS only); SCHEDULED and stale IN_PROGRESS oldest first, then FAILED
+fewest attempts first; limited; each tier served by its partial index."""
 
 from datetime import timedelta
 
@@ -37,10 +38,29 @@ def test_candidates_are_exactly_the_overdue_claimable_ones(
     make(S.FAILED, timedelta(hours=-4), deleted=True)
 
     found = repository.find_due_for_fallback_generation(50)
-    assert [c.id for c in found] == [scheduled_old, failed, stale, scheduled]
-    assert [c.status for c in found] == [S.SCHEDULED, S.FAILED, S.IN_PROGRESS, S.SCHEDULED]
+    assert [c.id for c in found] == [scheduled_old, stale, scheduled, failed]
+    assert [c.status for c in found] == [S.SCHEDULED, S.IN_PROGRESS, S.SCHEDULED, S.FAILED]
     assert repository.count_due_for_fallback_generation() == 4
-    assert [c.id for c in repository.find_due_for_fallback_generation(2)] == [scheduled_old, failed]
+    assert [c.id for c in repository.find_due_for_fallback_generation(2)] == [scheduled_old, stale]
+
+
+def test_failed_sessions_come_last_fewest_attempts_first(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    def failed(attempt: int, at: timedelta) -> int:
+        sid = create_session(engine, online=False)
+        force_state(engine, sid, S.FAILED, at_offset=at, attempt=attempt)
+        return sid
+
+    many_old = failed(9, timedelta(days=-30))
+    few_new = failed(1, timedelta(hours=-1))
+    few_old = failed(1, timedelta(hours=-9))
+    some = failed(3, timedelta(days=-2))
+    scheduled = create_session(engine, online=False)
+    force_state(engine, scheduled, S.SCHEDULED, at_offset=timedelta(minutes=-31))
+
+    found = [c.id for c in repository.find_due_for_fallback_generation(50)]
+    assert found == [scheduled, few_old, few_new, some, many_old]
 
 
 def test_candidate_query_uses_the_partial_index(
@@ -65,10 +85,12 @@ def test_candidate_query_uses_the_partial_index(
             )
         )
         conn.execute(text(f"ANALYZE {program_session.name}"))
-        statement = repository._find_statement(50)
+        statement = repository.fallback_candidates_statement(50)
         compiled = statement.compile(engine, compile_kwargs={"render_postcompile": True})
         plan = "\n".join(
             row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params)
         )
-    assert "ix_psession_link_gen_due" in plan, plan
+    assert "ix_psession_link_gen_fresh" in plan, plan
+    assert "ix_psession_link_gen_failed" in plan, plan
+    assert "Seq Scan" not in plan, plan
     assert len(repository.find_due_for_fallback_generation(50)) == 50

@@ -133,9 +133,13 @@ def test_brownfield_adopts_only_the_additive_revision(empty_db: str, empty_engin
         ).all()
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
     assert rows == [("existing", "NOT_SCHEDULED"), ("other", "NOT_SCHEDULED")]
-    assert version == "0002_link_generation"
+    assert version == "0003_sweep_fairness"
     indexes = {i["name"] for i in inspect(empty_engine).get_indexes("hdb_program_session")}
-    assert "ix_psession_link_gen_due" in indexes
+    assert indexes >= {
+        "ix_psession_link_gen_due",
+        "ix_psession_link_gen_fresh",
+        "ix_psession_link_gen_failed",
+    }
 
 
 def test_adopt_refuses_a_database_without_host_tables(

@@ -118,3 +118,39 @@ def test_sweep_survives_unexpected_errors(
     report = sweep_overdue_sessions(repository, broken)
     assert (report.found, report.failed) == (2, 2)
     assert set(report.failed_session_ids) == set(ids)
+
+
+def test_always_failing_sessions_never_hold_back_an_overdue_one(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """55 poison sessions, older than one overdue SCHEDULED session, fill no sweep."""
+    poison = []
+    for i in range(55):
+        sid = create_session(engine, online=False)
+        force_state(engine, sid, S.FAILED, at_offset=timedelta(days=-3, minutes=-i), attempt=4)
+        poison.append(sid)
+    overdue = create_session(engine, online=False)
+    force_state(engine, overdue, S.SCHEDULED, at_offset=timedelta(hours=-2))
+    registrar = FailingFor(set(poison))
+    generate = partial(
+        generate_for_session, repository=repository, registrar=registrar, trigger=Trigger.CRON
+    )
+
+    report = sweep_overdue_sessions(repository, generate, limit=50)
+
+    assert session_row(engine, overdue)["link_generation_status"] == S.COMPLETED.value
+    assert (report.found, report.completed, report.failed, report.left_behind) == (50, 1, 49, 6)
+    reattempted = {c.session_id for c in registrar.calls} - {overdue}
+    assert len(reattempted) == 49
+    assert reattempted <= set(poison)
+
+    # The next sweep reaches the six left behind first: each has one attempt fewer.
+    second = FailingFor(set(poison))
+    sweep_overdue_sessions(
+        repository,
+        partial(
+            generate_for_session, repository=repository, registrar=second, trigger=Trigger.CRON
+        ),
+        limit=6,
+    )
+    assert {c.session_id for c in second.calls} == set(poison) - reattempted
