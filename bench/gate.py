@@ -18,8 +18,7 @@ RAW_CLAIM = """
 UPDATE hdb_program_session
    SET link_generation_status = 'IN_PROGRESS',
        link_generation_attempt = link_generation_attempt + 1,
-       updated_at = now(),
-       updated_by = COALESCE(%(actor)s::integer, updated_by)
+       updated_at = now()
  WHERE id = %(id)s AND deleted_at IS NULL
    AND link_generation_at IS NOT NULL AND link_generation_at <= now() + interval '60 seconds'
    AND (link_generation_status IN ('SCHEDULED', 'FAILED')
@@ -59,7 +58,7 @@ def raw_claims(engine: Engine, count: int) -> float:
             try:
                 driver: Any = raw.driver_connection
                 with driver.cursor() as cursor:
-                    cursor.execute(RAW_CLAIM, {"id": sid, "actor": None})
+                    cursor.execute(RAW_CLAIM, {"id": sid})
                     assert cursor.fetchone() is not None
                 raw.commit()
             finally:

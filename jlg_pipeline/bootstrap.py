@@ -13,5 +13,9 @@ def build_registrar(settings: Settings, engine: Engine) -> BulkRegistrar:
         # Imported here: the local registrar, the default, has no use for an HTTP client.
         from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 
-        return HttpRegistrar(settings.online_session_url or "", settings.online_session_token or "")
+        return HttpRegistrar(
+            settings.online_session_url or "",
+            settings.online_session_token or "",
+            timeout_s=settings.online_session_timeout_s,
+        )
     return LocalRegistrar(engine)

@@ -12,7 +12,6 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Engine,
-    Integer,
     Interval,
     Row,
     Select,
@@ -23,6 +22,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    union_all,
     update,
 )
 
@@ -72,9 +72,9 @@ class ProgramSessionRepository:
             .values(
                 link_generation_status=S.IN_PROGRESS.value,
                 link_generation_attempt=ps.c.link_generation_attempt + 1,
+                # updated_by is left alone: it names the admin who last changed the intent,
+                # and a trigger's actorUserId is whatever a queue message says.
                 updated_at=func.now(),
-                # A cron claim has no actor: keep the last human one rather than blank it.
-                updated_by=func.coalesce(bindparam("actor", type_=Integer()), ps.c.updated_by),
             )
             .returning(
                 ps.c.id, ps.c.program_id, ps.c.link_generation_attempt, ps.c.link_generation_at
@@ -92,6 +92,16 @@ class ProgramSessionRepository:
         )
         self._fail_statement = self._mark_statement(
             S.FAILED, link_generation_last_error=bindparam("error")
+        )
+        self._renew_statement = (
+            update(ps)
+            .where(
+                ps.c.id == bindparam("session_id"),
+                ps.c.link_generation_status == S.IN_PROGRESS.value,
+                ps.c.link_generation_attempt == bindparam("attempt"),
+            )
+            .values(updated_at=func.now())
+            .returning(ps.c.id)
         )
 
     # Predicates, all on the database clock.
@@ -200,7 +210,7 @@ class ProgramSessionRepository:
                 return SetResult(SetOutcome.IN_PROGRESS, current)
         return SetResult(SetOutcome.IN_PROGRESS, self.get_state(session_id))
 
-    def claim(self, session_id: int, actor_user_id: int | None = None) -> Claim | None:
+    def claim(self, session_id: int) -> Claim | None:
         """The one gate: atomically move a due, claimable session to IN_PROGRESS.
 
         Claimable means SCHEDULED or FAILED, or IN_PROGRESS older than the stale window;
@@ -210,11 +220,9 @@ class ProgramSessionRepository:
         concurrent callers gets a Claim.
         """
         session_id = validation.session_id(session_id)
-        actor_user_id = validation.actor_user_id(actor_user_id)
-        parameters = {"session_id": session_id, "actor": actor_user_id}
         with translate_errors("claiming a session"), self._engine.begin() as conn:
             row = conn.exec_driver_sql(
-                self._claim_sql, {**self._claim_params, **parameters}
+                self._claim_sql, {**self._claim_params, "session_id": session_id}
             ).one_or_none()
         if row is None:
             return None
@@ -242,6 +250,11 @@ class ProgramSessionRepository:
         with translate_errors(action), self._engine.begin() as conn:
             return conn.execute(statement, parameters).one_or_none() is not None
 
+    def renew(self, claim: Claim) -> bool:
+        """Extend the claim's lease (``updated_at`` is now) for the attempt holding it, so a
+        live attempt never goes stale. False when fenced out (see :meth:`mark_completed`)."""
+        return self._mark(self._renew_statement, claim, "renewing a claim")
+
     def mark_completed(self, claim: Claim, job_id: str) -> bool:
         """COMPLETED for the attempt holding the claim. False when fenced out: a stale
         reclaim, a re-arm or a clear took the session since this claim was made."""
@@ -268,18 +281,53 @@ class ProgramSessionRepository:
             self._claimable(),
         )
 
-    def _find_statement(self, limit: int) -> Select[Any]:
-        return (
-            select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
-            .where(self._fallback_candidates())
+    def fallback_candidates_statement(self, limit: int) -> Select[Any]:
+        """The sweep's candidates in two tiers, each served by its own partial index:
+        SCHEDULED and stale IN_PROGRESS oldest first, then FAILED fewest attempts first. So
+        sessions that always fail are re-attempted, but never keep another from its turn."""
+        overdue = and_(
+            ps.c.deleted_at.is_(None),
+            ps.c.link_generation_at <= func.now() - _ms(self.windows.grace_ms),
+        )
+        fresh = (
+            select(
+                ps.c.id,
+                ps.c.link_generation_at,
+                ps.c.link_generation_status,
+                literal(0).label("tier"),
+                literal(0).label("rank"),
+            )
+            .where(
+                overdue,
+                ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
+                or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
+            )
             .order_by(ps.c.link_generation_at, ps.c.id)
+            .limit(limit)
+        )
+        failed = (
+            select(
+                ps.c.id,
+                ps.c.link_generation_at,
+                ps.c.link_generation_status,
+                literal(1).label("tier"),
+                ps.c.link_generation_attempt.label("rank"),
+            )
+            .where(overdue, ps.c.link_generation_status == S.FAILED.value)
+            .order_by(ps.c.link_generation_attempt, ps.c.link_generation_at, ps.c.id)
+            .limit(limit)
+        )
+        both = union_all(fresh, failed).subquery("candidates")
+        return (
+            select(both.c.id, both.c.link_generation_at, both.c.link_generation_status)
+            .order_by(both.c.tier, both.c.rank, both.c.link_generation_at, both.c.id)
             .limit(limit)
         )
 
     def find_due_for_fallback_generation(self, limit: int) -> Sequence[DueSession]:
-        """Overdue past the grace window, not COMPLETED, not deleted, claimable (SCHEDULED,
-        FAILED or stale IN_PROGRESS); oldest ``link_generation_at`` first, at most ``limit``."""
-        statement = self._find_statement(validation.positive_limit(limit))
+        """Overdue past the grace window, not deleted, claimable: SCHEDULED and stale
+        IN_PROGRESS oldest first, then FAILED fewest attempts first; at most ``limit``."""
+        statement = self.fallback_candidates_statement(validation.positive_limit(limit))
         with translate_errors("finding overdue sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [_due_session(r) for r in rows]

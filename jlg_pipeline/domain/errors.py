@@ -15,6 +15,10 @@ class InvalidMessage(JlgError):
     """A queue message is not a valid JOIN_LINK_GENERATION event; dropped, never retried."""
 
 
+class BodyTooLarge(JlgError):
+    """A request body is larger than the API accepts; refused while reading it."""
+
+
 class ConfigError(JlgError):
     """The configuration (environment) is missing a value or holds one that cannot work."""
 
@@ -36,7 +40,13 @@ class RegistrarError(JlgError):
 
 
 class RegistrarUnavailable(RegistrarError):
-    """bulkRegister timed out, could not connect, or the service answered 5xx; retryable."""
+    """bulkRegister timed out, could not connect, hit its deadline or answer cap, or the
+    service answered 408, 429 or 5xx; retryable. ``retry_after_s`` is the service's
+    ``Retry-After``, when it sent one."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class RegistrarRejected(RegistrarError):
@@ -51,11 +61,20 @@ class GenerationFailed(JlgError):
     session to the sweep.
     """
 
-    def __init__(self, message: str, *, session_id: int, attempt: int, retryable: bool) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: int,
+        attempt: int,
+        retryable: bool,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.session_id = session_id
         self.attempt = attempt
         self.retryable = retryable
+        self.retry_after_s = retry_after_s
 
 
 class RetryableGenerationFailed(GenerationFailed):

@@ -15,6 +15,7 @@ from dagster import (
     OpExecutionContext,
     Output,
     RetryPolicy,
+    RetryRequested,
     in_process_executor,
     job,
     op,
@@ -29,6 +30,8 @@ from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.sweep import backfill_window, sweep_overdue_sessions
 
 RETRY_DELAY_SECONDS = 10.0
+# The longest Retry-After honoured: the run waits in its process, holding a run slot.
+MAX_RETRY_AFTER_SECONDS = 300.0
 BACKFILL_START_DATE = "2026-01-01"
 backfill_partitions = DailyPartitionsDefinition(start_date=BACKFILL_START_DATE, timezone="UTC")
 
@@ -98,6 +101,13 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         except InvalidInput as exc:
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
         except GenerationFailed as exc:
+            if exc.retryable and exc.retry_after_s is not None:
+                # The service said when to come back (429/503 Retry-After): wait that long,
+                # bounded, within the same retry budget as the RetryPolicy.
+                raise RetryRequested(
+                    max_retries=MAX_RETRY_ATTEMPTS,
+                    seconds_to_wait=min(exc.retry_after_s, MAX_RETRY_AFTER_SECONDS),
+                ) from exc
             # Only the retryable ones go round again; the row already says FAILED.
             raise Failure(
                 str(exc),

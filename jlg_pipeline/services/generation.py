@@ -17,6 +17,7 @@ from jlg_pipeline.domain.errors import (
     InvalidInput,
     NonRetryableGenerationFailed,
     RegistrarError,
+    RegistrarUnavailable,
     RetryableGenerationFailed,
     is_retryable,
 )
@@ -30,6 +31,7 @@ from jlg_pipeline.domain.models import (
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import log_event
+from jlg_pipeline.services.lease import lease
 
 logger = logging.getLogger(__name__)
 S = LinkGenerationStatus
@@ -67,7 +69,7 @@ def generate_for_session(
     )
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
-    claim = repository.claim(session_id, request.actor_user_id)
+    claim = repository.claim(session_id)
     if claim is None:
         reason = skip_reason(repository.get_state(session_id))
         log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
@@ -83,7 +85,8 @@ def generate_for_session(
         batch_size=request.batch_size,
     )
     try:
-        result = registrar.bulk_register(request)
+        with lease(repository, claim):
+            result = registrar.bulk_register(request)
     except Exception as exc:  # every failure must leave the row FAILED, whatever it is
         raise _failed(repository, claim, trigger, exc) from exc
 
@@ -161,6 +164,7 @@ def _failed(
         session_id=claim.session_id,
         attempt=claim.attempt,
         retryable=retryable,
+        retry_after_s=exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None,
     )
 
 

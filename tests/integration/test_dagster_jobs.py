@@ -1,5 +1,6 @@
 """The jobs with execute_in_process against real PostgreSQL and the fake registrar."""
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -7,6 +8,7 @@ import pytest
 from dagster import DagsterInstance, JobDefinition
 from sqlalchemy import Engine
 
+from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.jobs import (
@@ -19,6 +21,7 @@ from jlg_pipeline.orchestration.tags import TRIGGER_TAG
 from tests.support.dagster import fake_registrar
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
+from tests.support.online_session import Answer, online_session_service
 
 S = LinkGenerationStatus
 FAST_RETRIES = build_generation_job(retry_delay_seconds=0)
@@ -216,3 +219,68 @@ def test_backfill_partition_regenerates_its_day_only(engine: Engine, db_url: str
 @pytest.mark.parametrize("job", [join_link_fallback_sweep_job, join_link_backfill_job])
 def test_jobs_use_the_in_process_executor(job: JobDefinition) -> None:
     assert job.executor_def.name == "in_process"
+
+
+def _http_run(db_url: str, url: str, sid: int, timeout_s: float = 5.0) -> Any:
+    registrar = HttpRegistrar(url, "svc-token", timeout_s=timeout_s)
+    try:
+        return FAST_RETRIES.execute_in_process(
+            run_config=_generate_config(sid),
+            resources={
+                "database": DatabaseResource(url=db_url),
+                "registrar": fake_registrar(registrar),
+            },
+            instance=DagsterInstance.ephemeral(),
+            tags={TRIGGER_TAG: "event"},
+            raise_on_error=False,
+        )
+    finally:
+        registrar.close()
+
+
+def test_429_and_408_are_retried_within_the_run(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    with online_session_service() as service:
+        service.queue = [
+            Answer(status=429, body=b"{}", headers={"Retry-After": "1"}),
+            Answer(status=408, body=b"{}"),
+        ]
+        started = time.monotonic()
+        result = _http_run(db_url, service.url, sid)
+    assert result.success
+    assert service.calls == 3
+    assert time.monotonic() - started >= 1.0, "Retry-After was honoured"
+    assert _metadata(result, "generate_join_links")["outcome"] == "completed"
+    assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+
+
+def test_422_is_not_retried(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    with online_session_service() as service:
+        service.answer = Answer(status=422, body=b'{"code": "NO_MEETING"}')
+        result = _http_run(db_url, service.url, sid)
+    assert not result.success
+    assert service.calls == 1
+    row = session_row(engine, sid)
+    assert row["link_generation_status"] == S.FAILED.value
+    assert (
+        row["link_generation_last_error"]
+        == "RegistrarRejected: bulkRegister answered 422 (NO_MEETING)"
+    )
+
+
+def test_a_trickling_answer_hits_the_deadline_is_retried_and_completes(
+    engine: Engine, db_url: str
+) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    with online_session_service() as service:
+        service.queue = [Answer(trickle_interval=0.3)]
+        started = time.monotonic()
+        result = _http_run(db_url, service.url, sid, timeout_s=1.5)
+    assert result.success
+    assert service.calls == 2
+    assert time.monotonic() - started < 6
+    assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value

@@ -1,107 +1,111 @@
-"""The HTTP registrar against a real local HTTP server, and its error classification."""
+"""The HTTP registrar against a real local HTTP server: the pinned request, its error
+classification, the overall deadline, the answer cap, and what its errors may say."""
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-import httpx
 import pytest
 
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
 from tests.support.net import free_port
+from tests.support.online_session import Answer, OnlineSessionService, online_session_service
 
-
-@dataclass
-class Scripted:
-    """What the server answers next, and what it was sent."""
-
-    status: int = 200
-    body: bytes = b'{"jobId": "job-9", "total": 14}'
-    delay: float = 0.0
-    received: list[dict[str, Any]] = field(default_factory=list)
+TOKEN = "svc-token-7f3a9c"
 
 
 @pytest.fixture
-def server() -> Iterator[tuple[str, Scripted]]:
-    script = Scripted()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers["Content-Length"])
-            script.received.append(
-                {
-                    "path": self.path,
-                    "auth": self.headers["Authorization"],
-                    "json": json.loads(self.rfile.read(length)),
-                }
-            )
-            time.sleep(script.delay)
-            self.send_response(script.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(script.body)))
-            self.end_headers()
-            self.wfile.write(script.body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/", script
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def service() -> Iterator[OnlineSessionService]:
+    with online_session_service() as service:
+        yield service
 
 
-def _registrar(url: str, read_timeout: float = 5.0) -> HttpRegistrar:
-    return HttpRegistrar(url, "svc-token", timeout=httpx.Timeout(read_timeout, connect=2.0))
+def _registrar(url: str, timeout_s: float = 5.0) -> HttpRegistrar:
+    return HttpRegistrar(url, TOKEN, timeout_s=timeout_s)
 
 
-def test_success_sends_the_pinned_request(server: tuple[str, Scripted]) -> None:
-    url, script = server
-    with _registrar(url) as registrar:
+def test_success_sends_the_pinned_request(service: OnlineSessionService) -> None:
+    with _registrar(service.url) as registrar:
         result = registrar.bulk_register(
             BulkRegisterRequest(7, role="attendee", batch_size=50, actor_user_id=3)
         )
         registrar.bulk_register(BulkRegisterRequest(8))
     assert (result.job_id, result.total) == ("job-9", 14)
-    first, second = script.received
+    first, second = service.received
     assert first["path"] == "/online-session/bulk-register"
-    assert first["auth"] == "Bearer svc-token"
+    assert first["auth"] == f"Bearer {TOKEN}"
     assert first["json"] == {"sessionId": 7, "role": "attendee", "batchSize": 50, "actorUserId": 3}
     assert second["json"] == {"sessionId": 8, "role": None, "batchSize": None, "actorUserId": None}
 
 
-def test_numeric_job_id_is_kept_as_text(server: tuple[str, Scripted]) -> None:
-    url, script = server
-    script.body = b'{"jobId": 123, "total": 0, "extra": true}'
-    with _registrar(url) as registrar:
+def test_numeric_job_id_is_kept_as_text(service: OnlineSessionService) -> None:
+    service.answer = Answer(body=b'{"jobId": 123, "total": 0, "extra": true}')
+    with _registrar(service.url) as registrar:
         assert registrar.bulk_register(BulkRegisterRequest(1)).job_id == "123"
 
 
-@pytest.mark.parametrize("status", [500, 502, 503, 504])
-def test_5xx_is_retryable(server: tuple[str, Scripted], status: int) -> None:
-    url, script = server
-    script.status, script.body = status, b'{"error": "down"}'
-    with _registrar(url) as registrar, pytest.raises(RegistrarUnavailable, match=str(status)):
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
+def test_408_429_and_5xx_are_retryable(service: OnlineSessionService, status: int) -> None:
+    service.answer = Answer(status=status, body=b'{"error": "down"}')
+    with (
+        _registrar(service.url) as registrar,
+        pytest.raises(RegistrarUnavailable, match=str(status)),
+    ):
         registrar.bulk_register(BulkRegisterRequest(1))
 
 
-def test_timeout_is_retryable(server: tuple[str, Scripted]) -> None:
-    url, script = server
-    script.delay = 1.0
+@pytest.mark.parametrize(
+    ("header", "seconds"), [("7", 7.0), ("0", 0.0), ("soon", None), ("", None)]
+)
+def test_retry_after_is_kept(
+    service: OnlineSessionService, header: str, seconds: float | None
+) -> None:
+    service.answer = Answer(status=429, body=b"{}", headers={"Retry-After": header})
+    with _registrar(service.url) as registrar, pytest.raises(RegistrarUnavailable) as raised:
+        registrar.bulk_register(BulkRegisterRequest(1))
+    assert raised.value.retry_after_s == seconds
+
+
+def test_retry_after_as_an_http_date(service: OnlineSessionService) -> None:
+    when = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
+    service.answer = Answer(status=503, body=b"{}", headers={"Retry-After": when})
+    with _registrar(service.url) as registrar, pytest.raises(RegistrarUnavailable) as raised:
+        registrar.bulk_register(BulkRegisterRequest(1))
+    assert raised.value.retry_after_s is not None
+    assert 25 <= raised.value.retry_after_s <= 31
+
+
+def test_a_slow_answer_hits_the_deadline(service: OnlineSessionService) -> None:
+    service.answer = Answer(delay=3.0)
+    started = time.monotonic()
     with (
-        _registrar(url, read_timeout=0.2) as registrar,
-        pytest.raises(RegistrarUnavailable, match="timed out"),
+        _registrar(service.url, timeout_s=0.5) as registrar,
+        pytest.raises(RegistrarUnavailable, match="deadline"),
+    ):
+        registrar.bulk_register(BulkRegisterRequest(1))
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_trickling_answer_hits_the_overall_deadline(service: OnlineSessionService) -> None:
+    """One byte every 0.3 s: each read is quick, so per-read timeouts never fire."""
+    service.answer = Answer(trickle_interval=0.3)
+    started = time.monotonic()
+    with (
+        _registrar(service.url, timeout_s=1.5) as registrar,
+        pytest.raises(RegistrarUnavailable, match="deadline"),
+    ):
+        registrar.bulk_register(BulkRegisterRequest(1))
+    elapsed = time.monotonic() - started
+    assert 1.4 <= elapsed < 2.5, elapsed
+
+
+def test_an_answer_over_64_kib_is_refused_while_reading(service: OnlineSessionService) -> None:
+    padding = b" " * (64 * 1024)
+    service.answer = Answer(body=b'{"jobId": "j", "total": 1}' + padding)
+    with (
+        _registrar(service.url) as registrar,
+        pytest.raises(RegistrarUnavailable, match="more than 65536 bytes"),
     ):
         registrar.bulk_register(BulkRegisterRequest(1))
 
@@ -109,17 +113,49 @@ def test_timeout_is_retryable(server: tuple[str, Scripted]) -> None:
 def test_connection_refused_is_retryable() -> None:
     with (
         _registrar(f"http://127.0.0.1:{free_port()}") as registrar,
-        pytest.raises(RegistrarUnavailable),
+        pytest.raises(RegistrarUnavailable, match="could not complete"),
     ):
         registrar.bulk_register(BulkRegisterRequest(1))
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422, 429])
-def test_other_non_2xx_is_not_retryable(server: tuple[str, Scripted], status: int) -> None:
-    url, script = server
-    script.status, script.body = status, b'{"message": "no"}'
-    with _registrar(url) as registrar, pytest.raises(RegistrarRejected, match=str(status)):
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422])
+def test_other_non_2xx_is_not_retryable(service: OnlineSessionService, status: int) -> None:
+    service.answer = Answer(status=status, body=b'{"message": "no"}')
+    with _registrar(service.url) as registrar, pytest.raises(RegistrarRejected, match=str(status)):
         registrar.bulk_register(BulkRegisterRequest(1))
+
+
+@pytest.mark.parametrize(
+    ("body", "described"),
+    [
+        (
+            b'{"code": "MEETING_DELETED", "message": "zoom says no"}',
+            "answered 400 (MEETING_DELETED)",
+        ),
+        (b'{"error": {"code": "E42", "message": "x"}}', "answered 400 (E42)"),
+        (b'{"error": "invalid_session"}', "answered 400 (invalid_session)"),
+        (b'{"error": "a sentence with spaces and Bearer x"}', "answered 400"),
+        (b"<html>Bearer svc-token</html>", "answered 400"),
+    ],
+)
+def test_errors_keep_the_status_and_a_short_code_only(
+    service: OnlineSessionService, body: bytes, described: str
+) -> None:
+    service.answer = Answer(status=400, body=body)
+    with _registrar(service.url) as registrar, pytest.raises(RegistrarRejected) as raised:
+        registrar.bulk_register(BulkRegisterRequest(1))
+    assert str(raised.value) == f"bulkRegister {described}"
+
+
+def test_an_answer_echoing_our_token_never_reaches_the_error(
+    service: OnlineSessionService,
+) -> None:
+    service.answer = Answer(status=400, echo_request=True)
+    with _registrar(service.url) as registrar, pytest.raises(RegistrarRejected) as raised:
+        registrar.bulk_register(BulkRegisterRequest(1))
+    assert TOKEN in str(service.received[0]["headers"])
+    assert TOKEN not in str(raised.value)
+    assert "Bearer" not in str(raised.value)
 
 
 @pytest.mark.parametrize(
@@ -136,10 +172,12 @@ def test_other_non_2xx_is_not_retryable(server: tuple[str, Scripted], status: in
         b'{"jobId": null, "total": 3}',
     ],
 )
-def test_malformed_answer_is_not_retryable(server: tuple[str, Scripted], body: bytes) -> None:
-    url, script = server
-    script.body = body
-    with _registrar(url) as registrar, pytest.raises(RegistrarRejected, match="without a valid"):
+def test_malformed_answer_is_not_retryable(service: OnlineSessionService, body: bytes) -> None:
+    service.answer = Answer(body=body)
+    with (
+        _registrar(service.url) as registrar,
+        pytest.raises(RegistrarRejected, match="without a valid"),
+    ):
         registrar.bulk_register(BulkRegisterRequest(1))
 
 

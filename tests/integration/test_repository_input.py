@@ -28,7 +28,6 @@ LATER = datetime.now(UTC) + timedelta(days=1)
         ("set_link_generation", ("SID", LATER, 0)),
         ("set_link_generation", ("SID", LATER, "7")),
         ("claim", (True,)),
-        ("claim", ("SID", -4)),
         ("get_state", (None,)),
         ("find_due_for_fallback_generation", (0,)),
         ("find_due_for_fallback_generation", (2.5,)),

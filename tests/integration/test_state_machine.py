@@ -218,13 +218,16 @@ def test_claim_ignores_soft_deleted(engine: Engine, repository: ProgramSessionRe
     assert session_row(engine, sid)["link_generation_status"] == S.SCHEDULED.value
 
 
-def test_claim_stamps_actor_or_keeps_the_last_one(
+def test_claims_and_marks_keep_the_admin_in_updated_by(
     engine: Engine, repository: ProgramSessionRepository
 ) -> None:
     sid = create_session(engine)
     repository.set_link_generation(sid, datetime.now(UTC) - timedelta(seconds=1), 5)
-    assert repository.claim(sid) is not None
+    claim = repository.claim(sid)
+    assert claim is not None
     assert session_row(engine, sid)["updated_by"] == 5
-    force_state(engine, sid, S.FAILED)
-    assert repository.claim(sid, actor_user_id=9) is not None
-    assert session_row(engine, sid)["updated_by"] == 9
+    assert repository.mark_failed(claim, "RegistrarUnavailable: bulkRegister answered 503")
+    retry = repository.claim(sid)
+    assert retry is not None
+    assert repository.mark_completed(retry, "job-1")
+    assert session_row(engine, sid)["updated_by"] == 5

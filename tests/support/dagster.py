@@ -6,7 +6,7 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.orchestration.resources import DatabaseResource, RegistrarResource
 from tests.support.fakes import RecordingRegistrar
 
-_FAKES: dict[str, RecordingRegistrar] = {}
+_FAKES: dict[str, BulkRegistrar] = {}
 
 
 class FakeRegistrarResource(RegistrarResource):
@@ -18,7 +18,7 @@ class FakeRegistrarResource(RegistrarResource):
         return _FAKES[self.key]
 
 
-def fake_registrar(fake: RecordingRegistrar) -> FakeRegistrarResource:
+def fake_registrar(fake: RecordingRegistrar | BulkRegistrar) -> FakeRegistrarResource:
     key = uuid.uuid4().hex
     _FAKES[key] = fake
     return FakeRegistrarResource(key=key)

@@ -1,0 +1,58 @@
+"""The lease on a claim: while bulkRegister runs, the attempt renews its claim every third
+of the stale window, so however slow the online-session service is, a live attempt is never
+taken for a crashed one and reclaimed (inv-01). A killed or stopped process renews nothing,
+so its session still goes stale and the sweep takes it over."""
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.models import Claim
+from jlg_pipeline.log import log_event
+
+logger = logging.getLogger(__name__)
+
+RENEWALS_PER_WINDOW = 3
+
+
+@contextmanager
+def lease(repository: ProgramSessionRepository, claim: Claim) -> Iterator[None]:
+    """Renew ``claim`` in the background for as long as the block runs."""
+    interval_s = repository.windows.stale_ms / RENEWALS_PER_WINDOW / 1000
+    stop = threading.Event()
+
+    def renew_until_stopped() -> None:
+        while not stop.wait(interval_s):
+            try:
+                if not repository.renew(claim):
+                    # A newer attempt holds the session; this one's mark will be fenced out.
+                    log_event(
+                        logger,
+                        logging.WARNING,
+                        "lease.lost",
+                        session_id=claim.session_id,
+                        attempt=claim.attempt,
+                    )
+                    return
+            except Exception as exc:  # noqa: BLE001 - the next renewal may succeed
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "lease.renew_failed",
+                    session_id=claim.session_id,
+                    attempt=claim.attempt,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+
+    renewer = threading.Thread(
+        target=renew_until_stopped, name=f"lease-{claim.session_id}", daemon=True
+    )
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        # A renewal still running after the mark changes nothing: it is fenced to IN_PROGRESS.
+        renewer.join(timeout=interval_s)
