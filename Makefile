@@ -38,4 +38,4 @@ migrate: setup
 	$(BIN)/jlg migrate
 
 clean:
-	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .data .pgdata .pytest_cache .mypy_cache .ruff_cache

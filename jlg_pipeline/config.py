@@ -1,9 +1,10 @@
 """Settings read from the environment (documented in ``.env.example``), checked once."""
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
@@ -11,6 +12,15 @@ from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jlg"
 MIN_JWT_SECRET_BYTES = 32
+MIN_JWT_SECRET_DISTINCT_CHARS = 10
+# The placeholder in .env.example: anyone who has read the repository knows it.
+EXAMPLE_JWT_SECRET = "change-me-to-a-long-random-secret-of-32-bytes-or-more"  # noqa: S105
+DEFAULT_JWT_MAX_TTL_S = 86_400
+DEFAULT_ONLINE_SESSION_TIMEOUT_S = 300.0
+MIN_TEST_WINDOW_MS = 1000
+
+
+Number = TypeVar("Number", int, float)
 
 
 class RegistrarKind(StrEnum):
@@ -47,7 +57,8 @@ def fallback_cron_enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
     """The production windows, unless ``JLG_TEST_GRACE_MS`` / ``JLG_TEST_STALE_MS`` shorten
-    them: for tests and local experiments only, never set in production."""
+    them: for tests and local experiments only, never set in production. Each is at least
+    a second: a stale window near zero would make every running generation reclaimable."""
     env = os.environ if environ is None else environ
     defaults = TimingWindows()
     values = {}
@@ -56,6 +67,8 @@ def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
         if raw:
             if not raw.strip().isdigit():
                 raise ConfigError(f"{name} must be a whole number of milliseconds, got {raw!r}")
+            if int(raw) < MIN_TEST_WINDOW_MS:
+                raise ConfigError(f"{name} must be at least {MIN_TEST_WINDOW_MS} ms, got {raw}")
             values[field_name] = int(raw)
     return TimingWindows(
         grace_ms=values.get("grace_ms", defaults.grace_ms),
@@ -71,6 +84,10 @@ class Settings:
     online_session_token: str | None = field(default=None, repr=False)
     jwt_secret: str | None = field(default=None, repr=False)
     jwt_public_key: str | None = field(default=None, repr=False)
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_max_ttl_s: int = DEFAULT_JWT_MAX_TTL_S
+    online_session_timeout_s: float = DEFAULT_ONLINE_SESSION_TIMEOUT_S
     scheduler_enabled: bool = False
     scheduler_target: ScheduleTarget | None = None
     aws_endpoint_url: str | None = None
@@ -97,6 +114,12 @@ class Settings:
             online_session_token=env.get("JLG_ONLINE_SESSION_TOKEN") or None,
             jwt_secret=env.get("JLG_JWT_SECRET") or None,
             jwt_public_key=env.get("JLG_JWT_PUBLIC_KEY") or None,
+            jwt_issuer=env.get("JLG_JWT_ISSUER") or None,
+            jwt_audience=env.get("JLG_JWT_AUDIENCE") or None,
+            jwt_max_ttl_s=_positive(env, "JLG_JWT_MAX_TTL_S", DEFAULT_JWT_MAX_TTL_S, int),
+            online_session_timeout_s=_positive(
+                env, "JLG_ONLINE_SESSION_TIMEOUT_S", DEFAULT_ONLINE_SESSION_TIMEOUT_S, float
+            ),
             scheduler_enabled=scheduler_enabled(env),
             scheduler_target=ScheduleTarget(
                 queue_arn=queue_arn,
@@ -123,5 +146,33 @@ class Settings:
             return
         if not self.jwt_secret:
             raise ConfigError("set JLG_JWT_SECRET (HS256) or JLG_JWT_PUBLIC_KEY (RS256)")
-        if len(self.jwt_secret.encode()) < MIN_JWT_SECRET_BYTES:
-            raise ConfigError(f"JLG_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes")
+        check_jwt_secret(self.jwt_secret)
+
+
+def check_jwt_secret(secret: str) -> None:
+    """Refuse secrets an attacker could guess: short, repetitive, or the documented example."""
+    if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+        raise ConfigError(f"JLG_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes")
+    if len(set(secret)) < MIN_JWT_SECRET_DISTINCT_CHARS:
+        raise ConfigError(
+            f"JLG_JWT_SECRET must have at least {MIN_JWT_SECRET_DISTINCT_CHARS} distinct "
+            "characters; generate one with "
+            "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+        )
+    if secret.strip() == EXAMPLE_JWT_SECRET:
+        raise ConfigError("JLG_JWT_SECRET is the .env.example placeholder; generate a real one")
+
+
+def _positive(
+    env: Mapping[str, str], name: str, default: Number, kind: Callable[[str], Number]
+) -> Number:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a positive number, got {raw!r}") from None
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{name} must be a positive number, got {raw!r}")
+    return value

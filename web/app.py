@@ -36,7 +36,13 @@ def create_app(settings: Settings | None = None, *, scheduler_client_: Any = Non
     configure_logging()
     settings = settings or Settings.from_env()
     settings.require_jwt_key()
-    backend = JwtBackend(secret=settings.jwt_secret, public_key=settings.jwt_public_key)
+    backend = JwtBackend(
+        secret=settings.jwt_secret,
+        public_key=settings.jwt_public_key,
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        max_ttl_s=settings.jwt_max_ttl_s,
+    )
     metrics = Metrics()
 
     @asynccontextmanager

@@ -1,12 +1,16 @@
 """Bearer JWT authentication (TRD §Security Design, pinned in DESIGN.md).
 
 401: no bearer, or a token that is malformed, signed with another key, expired or missing
-``exp``/``sub``/``roles``. 403: a valid token whose request may not act as admin — no
-``X-Active-Role``, an active role the token does not hold, an active role other than
-admin, or an ``X-User-Id`` that is not the token's ``sub``.
+``exp``/``sub``/``roles``, whose ``exp`` is not a number or lies further ahead than the
+configured maximum lifetime, or whose ``iss``/``aud`` do not match the configured ones.
+403: a valid token whose request may not act as admin — no ``X-Active-Role``, an active
+role the token does not hold, an active role other than admin, or an ``X-User-Id`` that is
+not the token's ``sub``.
 """
 
+import math
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -46,7 +50,18 @@ class Principal(BaseUser):
 
 
 class JwtBackend(AuthenticationBackend):
-    def __init__(self, *, secret: str | None, public_key: str | None) -> None:
+    def __init__(
+        self,
+        *,
+        secret: str | None,
+        public_key: str | None,
+        issuer: str | None = None,
+        audience: str | None = None,
+        max_ttl_s: int = 86_400,
+    ) -> None:
+        self._issuer = issuer
+        self._audience = audience
+        self._max_ttl_s = max_ttl_s
         # One algorithm per deployment: never accept HS256 when an RS256 key is configured.
         if public_key:
             self._key, self._algorithms = public_key, ["RS256"]
@@ -67,12 +82,16 @@ class JwtBackend(AuthenticationBackend):
                 token.strip(),
                 self._key,
                 algorithms=self._algorithms,
-                options={"require": ["exp", "sub"]},
+                issuer=self._issuer,
+                audience=self._audience,
+                # Without a configured audience, a token's aud is not ours to judge.
+                options={"require": ["exp", "sub"], "verify_aud": self._audience is not None},
             )
         except jwt.ExpiredSignatureError:
             raise AuthenticationError("token expired") from None
         except jwt.InvalidTokenError as exc:
             raise AuthenticationError(f"invalid token: {exc}") from None
+        self._check_lifetime(claims["exp"])
 
         sub = claims["sub"]
         if not isinstance(sub, str) or not _USER_ID.fullmatch(sub) or int(sub) > INT_MAX:
@@ -94,6 +113,17 @@ class JwtBackend(AuthenticationBackend):
             refusal = "admin role required"
         scopes = ["authenticated"] + ([ADMIN] if refusal is None else [])
         return AuthCredentials(scopes), Principal(int(sub), tuple(roles), active, refusal)
+
+    def _check_lifetime(self, exp: object) -> None:
+        # PyJWT accepts a numeric string and any far future; neither is a bounded token.
+        if (
+            isinstance(exp, bool)
+            or not isinstance(exp, int | float)
+            or (isinstance(exp, float) and not math.isfinite(exp))
+        ):
+            raise AuthenticationError("invalid token: exp must be a number")
+        if exp > time.time() + self._max_ttl_s:
+            raise AuthenticationError(f"invalid token: exp is more than {self._max_ttl_s} s ahead")
 
 
 def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> Response:

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jlg_pipeline.domain.errors import (
+    BodyTooLarge,
     DatabaseUnavailable,
     GenerationInProgress,
     InvalidInput,
@@ -34,10 +35,14 @@ _STATUS_CODES = {
 }
 _JLG_ERRORS: list[tuple[type[JlgError], int]] = [
     (InvalidInput, 400),
+    (BodyTooLarge, 413),
     (SessionNotFound, 404),
     (GenerationInProgress, 409),
     (DatabaseUnavailable, 503),
 ]
+
+
+UNAVAILABLE_MESSAGE = "the database is unavailable; try again shortly"
 
 
 def utc_z(value: datetime | None) -> str | None:
@@ -88,6 +93,7 @@ async def jlg_error(request: Request, exc: Exception) -> Response:
     for error_type, status_code in _JLG_ERRORS:
         if isinstance(exc, error_type):
             if status_code >= 500:
+                # The driver's text names hosts, ports and roles: the log has it, not the client.
                 log_event(
                     logger,
                     logging.ERROR,
@@ -96,6 +102,7 @@ async def jlg_error(request: Request, exc: Exception) -> Response:
                     method=request.method,
                     path=request.url.path,
                 )
+                return error(status_code, UNAVAILABLE_MESSAGE)
             return error(status_code, str(exc))
     return await unexpected(request, exc)
 

@@ -12,6 +12,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
+# A label takes only these values: a method as sent would let any client mint new series.
+STANDARD_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+)
+
 
 class SessionStatusCollector(Collector):
     """Reads the counts at scrape time, so the gauge is never stale."""
@@ -74,6 +79,6 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             template = route.path if isinstance(route, Route) else "unmatched"
-            method = scope["method"]
+            method = scope["method"] if scope["method"] in STANDARD_METHODS else "OTHER"
             self.metrics.requests.labels(template, method, str(status)).inc()
             self.metrics.latency.labels(template, method).observe(time.perf_counter() - started)

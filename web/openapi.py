@@ -6,13 +6,15 @@ from web.schemas import LinkGenerationResponse, SetLinkGenerationDto
 
 ERROR_CODES = {
     "400": "Invalid id or body: not JSON, not an object, missing or unknown key, a time that "
-    "is not ISO-8601, has no offset, or is not in the future",
-    "401": "Missing, malformed, wrongly signed or expired bearer token",
+    "is not RFC 3339, has no offset, or is not in the future",
+    "401": "Missing, malformed, wrongly signed or expired bearer token; an exp that is not a "
+    "number or too far ahead; an iss or aud other than the configured ones",
     "403": "Not acting as admin: no X-Active-Role, a role the token does not hold, a role "
     "other than admin, or an X-User-Id that is not the token's sub",
     "404": "No such program session, or it is soft-deleted",
     "405": "Method not allowed on this path",
     "409": "A generation holds the session and is not stale; retry when it ends",
+    "413": "Body larger than 4 KiB (refused while reading)",
     "500": "Unexpected error (logged; no details are returned)",
     "503": "The database is unavailable",
 }
@@ -111,7 +113,7 @@ def build_openapi() -> dict[str, Any]:
                     },
                     "responses": {
                         "200": link_ok,
-                        **_errors("400", "401", "403", "404", "409", "500", "503"),
+                        **_errors("400", "401", "403", "404", "409", "413", "500", "503"),
                     },
                 },
             },

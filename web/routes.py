@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jlg_pipeline.adapters.database import ping
-from jlg_pipeline.domain.errors import InvalidInput
+from jlg_pipeline.domain.errors import BodyTooLarge
 from web.auth import actor_id, admin_only
 from web.envelope import success
 from web.schemas import MAX_BODY_BYTES, parse_session_id, parse_set_body, response_data
@@ -31,10 +31,7 @@ async def get_link_generation(request: Request) -> Response:
 
 async def set_link_generation(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise InvalidInput(f"body larger than {MAX_BODY_BYTES} bytes")
-    at = parse_set_body(await request.body(), datetime.now(UTC))
+    at = parse_set_body(await read_body(request, MAX_BODY_BYTES), datetime.now(UTC))
     # The best-effort AWS call runs after the response is sent, so AWS never holds the admin.
     after_response = BackgroundTasks()
     state = await run_in_threadpool(
@@ -45,6 +42,20 @@ async def set_link_generation(request: Request) -> Response:
         after_response.add_task,
     )
     return success(response_data(state), background=after_response)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed ``limit``: from its
+    Content-Length before reading, or while reading a chunked one, never after."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"body larger than {limit} bytes")
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > limit:
+            raise BodyTooLarge(f"body larger than {limit} bytes")
+    return bytes(received)
 
 
 async def healthz(request: Request) -> Response:

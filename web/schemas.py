@@ -1,6 +1,7 @@
 """Request and response bodies (TRD iface-01, iface-02), validated with pydantic v2."""
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -12,6 +13,11 @@ from jlg_pipeline.domain.models import LinkGenerationState
 from web.envelope import utc_z
 
 MAX_BODY_BYTES = 4096
+# RFC 3339's date-time, nothing looser: fromisoformat alone also takes a space separator,
+# basic format, week dates and second-fraction offsets.
+RFC3339 = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
 
 
 class SetLinkGenerationDto(BaseModel):
@@ -21,7 +27,7 @@ class SetLinkGenerationDto(BaseModel):
 
     linkGenerationAt: StrictStr | None = Field(
         ...,
-        description="Future ISO-8601 date-time with a UTC offset (e.g. 2026-12-03T09:00:00Z), "
+        description="Future RFC 3339 date-time with a UTC offset (e.g. 2026-12-03T09:00:00Z), "
         "or null to clear.",
         examples=["2026-12-03T09:00:00Z", None],
     )
@@ -54,8 +60,6 @@ def parse_set_body(raw: bytes, now: datetime) -> datetime | None:
 
     Raises InvalidInput with a message that names what is wrong.
     """
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidInput(f"body larger than {MAX_BODY_BYTES} bytes")
     try:
         payload = json.loads(raw)
     except (ValueError, RecursionError):
@@ -66,20 +70,27 @@ def parse_set_body(raw: bytes, now: datetime) -> datetime | None:
         raise InvalidInput(_describe(exc)) from None
     if dto.linkGenerationAt is None:
         return None
-    text = dto.linkGenerationAt.strip()
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInput("linkGenerationAt must be an ISO-8601 date-time") from None
-    if parsed.utcoffset() is None:
-        raise InvalidInput("linkGenerationAt must carry a UTC offset (e.g. Z or +02:00)")
-    try:
-        at = parsed.astimezone(UTC)
-    except OverflowError:
-        raise InvalidInput("linkGenerationAt is out of range") from None
+    at = parse_rfc3339(dto.linkGenerationAt)
     if at <= now:
         raise InvalidInput("linkGenerationAt must be in the future")
     return at
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """An RFC 3339 date-time with its offset (``Z`` or ``±HH:MM``), as an aware UTC datetime."""
+    match = RFC3339.fullmatch(text)
+    if match is None:
+        raise InvalidInput(
+            "linkGenerationAt must be an RFC 3339 date-time with an offset, "
+            "e.g. 2026-12-03T09:00:00Z or 2026-12-03T10:00:00+01:00"
+        )
+    date, clock, fraction, offset = match.groups()
+    microseconds = f".{(fraction or '')[:6]:0<6}"
+    offset = "+00:00" if offset in ("Z", "z") else offset
+    try:
+        return datetime.fromisoformat(f"{date}T{clock}{microseconds}{offset}").astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise InvalidInput("linkGenerationAt is not a valid date-time in range") from None
 
 
 def _describe(exc: ValidationError) -> str:

@@ -35,7 +35,13 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Eng
         pool_pre_ping=True,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        connect_args={"connect_timeout": 10, "application_name": "jlg-pipeline"},
+        connect_args={
+            "connect_timeout": 10,
+            "application_name": "jlg-pipeline",
+            # Times come back in UTC whatever the server's timezone: a far-future time in a
+            # zone ahead of UTC would otherwise lie past year 9999 and fail to load.
+            "options": "-c timezone=UTC",
+        },
     )
 
 

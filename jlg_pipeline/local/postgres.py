@@ -13,6 +13,10 @@ from jlg_pipeline.adapters.database import normalize_url
 
 APP_DATABASE = "jlg"
 DAGSTER_DATABASE = "dagster"
+# Outside .data: run as root, pgserver opens every parent of its data folder to other users
+# (its server runs as a `pgserver` user), and .data holds the secret and the logs.
+DEV_DATA_DIR = Path(".pgdata") / "dev"
+TEST_DATA_DIR = Path(".pgdata") / "test"
 
 
 @dataclass

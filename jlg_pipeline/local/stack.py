@@ -1,7 +1,7 @@
 """LOCAL ONLY: ``jlg dev`` — the whole system on this machine with one command.
 
 PostgreSQL (``JLG_DATABASE_URL``/``DAGSTER_POSTGRES_URL`` if both set, else embedded under
-``.data/postgres``), AWS (``AWS_ENDPOINT_URL`` if set, else an in-process moto server with the
+``.pgdata/dev``), AWS (``AWS_ENDPOINT_URL`` if set, else an in-process moto server with the
 queue created and the EventBridge delivery stand-in), migrations, demo data, then the web app,
 the Dagster webserver and the daemon, all on 127.0.0.1. Ctrl-C stops everything.
 """
@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
@@ -47,7 +48,7 @@ class Children:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def start(self, name: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
-        out = log.open("ab")
+        out = private_file(log, os.O_WRONLY | os.O_APPEND)
         self.processes[name] = subprocess.Popen(  # noqa: S603 - our own executables
             argv,
             cwd=cwd,
@@ -99,14 +100,30 @@ def _require_free(port: int, what: str) -> None:
             ) from None
 
 
+def private_dir(path: Path) -> Path:
+    """A folder only its owner can enter, created so from the start (and tightened if an
+    earlier version left it open)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def private_file(path: Path, flags: int) -> BinaryIO:
+    """Open (creating) a file readable by its owner only; never a moment world-readable."""
+    descriptor = os.open(path, flags | os.O_CREAT, 0o600)
+    os.fchmod(descriptor, 0o600)
+    return os.fdopen(descriptor, "ab" if flags & os.O_APPEND else "wb")
+
+
 def _jwt_secret(data_dir: Path) -> str:
     given = os.environ.get("JLG_JWT_SECRET")
     if given:
         return given
     path = data_dir / "dev-jwt-secret"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(48))
-        path.chmod(0o600)
+        with private_file(path, os.O_WRONLY | os.O_EXCL) as out:
+            out.write(secrets.token_urlsafe(48).encode())
+    path.chmod(0o600)
     return path.read_text().strip()
 
 
@@ -128,9 +145,8 @@ def run_dev(root: Path) -> int:
     configure_logging()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the readiness polls
     ports = Ports()
-    data = root / ".data"
-    logs = data / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    data = private_dir(root / ".data")
+    logs = private_dir(data / "logs")
     for port, what in ((ports.web, "the web app"), (ports.dagster, "the Dagster webserver")):
         _require_free(port, what)
 
@@ -142,7 +158,7 @@ def run_dev(root: Path) -> int:
     standin: EventBridgeStandIn | None = None
     aws: local_aws.LocalAws | None = None
     pg = local_postgres.start(
-        data / "postgres",
+        root / local_postgres.DEV_DATA_DIR,
         os.environ.get("JLG_DATABASE_URL"),
         os.environ.get("DAGSTER_POSTGRES_URL"),
     )
@@ -174,9 +190,9 @@ def run_dev(root: Path) -> int:
 
         secret = _jwt_secret(data)
         dagster_home = data / "dagster_home"
-        dagster_home.mkdir(exist_ok=True)
+        dagster_home.mkdir(mode=0o700, exist_ok=True)
         shutil.copy(root / "dagster.yaml", dagster_home / "dagster.yaml")
-        (data / "tmp").mkdir(exist_ok=True)
+        (data / "tmp").mkdir(mode=0o700, exist_ok=True)
         env.update(
             {
                 "JLG_DATABASE_URL": pg.app_url,

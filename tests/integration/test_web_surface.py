@@ -127,6 +127,7 @@ def test_openapi_document_describes_both_operations(http: TestClient) -> None:
         "403",
         "404",
         "409",
+        "413",
         "500",
         "503",
     }

@@ -2,7 +2,7 @@
 
 Order: ``JLG_TEST_ADMIN_DATABASE_URL`` if set; the machine's server on 127.0.0.1:5432
 (unless ``JLG_TEST_PG=embedded``); otherwise a PostgreSQL started from the ``pgserver``
-wheel under ``.data/test-postgres`` in the checkout, stopped when the tests end.
+wheel under ``.pgdata/test`` in the checkout, stopped when the tests end.
 Each test gets its own database cloned from a migrated template.
 """
 
@@ -17,9 +17,10 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import normalize_url
+from jlg_pipeline.local.postgres import TEST_DATA_DIR
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-EMBEDDED_DIR = Path(__file__).resolve().parents[2] / ".data" / "test-postgres"
+EMBEDDED_DIR = Path(__file__).resolve().parents[2] / TEST_DATA_DIR
 
 
 def _libpq(url: str) -> str:

@@ -1,0 +1,98 @@
+"""Start-up refusals and local files (DESIGN.md "Security"), without I/O beyond tmp_path."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Settings, timing_windows
+from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.local import stack
+from web.app import create_app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_example_secret_is_the_one_in_env_example() -> None:
+    assert f"JLG_JWT_SECRET={EXAMPLE_JWT_SECRET}\n" in (ROOT / ".env.example").read_text()
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        ("short", "at least 32 bytes"),
+        ("a" * 32, "distinct"),
+        ("password" * 4, "distinct"),
+        ("012345678" * 4, "distinct"),
+        (EXAMPLE_JWT_SECRET, "placeholder"),
+    ],
+)
+def test_weak_jwt_secrets_refuse_to_start(secret: str, message: str) -> None:
+    settings = Settings(database_url="postgresql://x@127.0.0.1:1/x", jwt_secret=secret)
+    with pytest.raises(ConfigError, match=message):
+        create_app(settings)
+
+
+def test_a_strong_secret_starts() -> None:
+    create_app(
+        Settings(database_url="postgresql://x@127.0.0.1:1/x", jwt_secret="Kq3v-8Zt_wP1mXa9" * 2)
+    )
+
+
+@pytest.mark.parametrize("name", ["JLG_TEST_STALE_MS", "JLG_TEST_GRACE_MS"])
+@pytest.mark.parametrize("value", ["0", "1", "999"])
+def test_test_windows_under_a_second_are_refused(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"{name} must be at least 1000 ms"):
+        timing_windows({name: value})
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_env({name: value})
+
+
+def test_test_windows_from_a_second_are_accepted() -> None:
+    windows = timing_windows({"JLG_TEST_STALE_MS": "1000", "JLG_TEST_GRACE_MS": "2500"})
+    assert (windows.stale_ms, windows.grace_ms) == (1000, 2500)
+
+
+@pytest.mark.parametrize(
+    ("raw", "ok"), [("300", True), ("0.5", True), ("0", False), ("-1", False), ("nan", False)]
+)
+def test_online_session_timeout_is_a_positive_number(raw: str, ok: bool) -> None:
+    env = {"JLG_ONLINE_SESSION_TIMEOUT_S": raw}
+    if ok:
+        assert Settings.from_env(env).online_session_timeout_s == float(raw)
+    else:
+        with pytest.raises(ConfigError, match="JLG_ONLINE_SESSION_TIMEOUT_S"):
+            Settings.from_env(env)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_local_stack_files_are_private_from_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JLG_JWT_SECRET", raising=False)
+    old = os.umask(0o022)
+    try:
+        data = stack.private_dir(tmp_path / ".data")
+        logs = stack.private_dir(data / "logs")
+        with stack.private_file(logs / "web.log", os.O_WRONLY | os.O_APPEND) as log:
+            assert _mode(logs / "web.log") == 0o600, "private while still empty"
+            log.write(b"line\n")
+        secret = stack._jwt_secret(data)
+    finally:
+        os.umask(old)
+    assert (_mode(data), _mode(logs)) == (0o700, 0o700)
+    assert _mode(logs / "web.log") == 0o600
+    assert _mode(data / "dev-jwt-secret") == 0o600
+    assert len(secret) >= 32
+    assert len(set(secret)) >= 10
+    assert stack._jwt_secret(data) == secret, "kept across restarts"
+
+
+def test_an_open_data_folder_left_by_an_older_version_is_tightened(tmp_path: Path) -> None:
+    (tmp_path / ".data").mkdir(mode=0o755)
+    (tmp_path / ".data").chmod(0o755)
+    assert _mode(stack.private_dir(tmp_path / ".data")) == 0o700
