@@ -1,11 +1,13 @@
 """Thin boto3 adapter over the JOIN_LINK_GENERATION SQS queue (TRD iface-09)."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jlg_pipeline.adapters.aws_clients import aws_client
 
 MAX_BATCH = 10  # SQS's own limit for receive and delete batches
+DEFAULT_VISIBILITY_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,19 +23,20 @@ def sqs_client(*, region_name: str | None = None, endpoint_url: str | None = Non
 
 
 class SqsQueue:
-    def __init__(self, client: Any, queue_url: str) -> None:
+    def __init__(
+        self, client: Any, queue_url: str, visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT_S
+    ) -> None:
         self._client = client
         self.queue_url = queue_url
+        self.visibility_timeout = visibility_timeout
 
-    def receive(
-        self, *, visibility_timeout: int = 120, wait_seconds: int = 0
-    ) -> list[QueueMessage]:
-        """Up to ten messages; they stay invisible to other readers for ``visibility_timeout``."""
+    def receive(self, *, wait_seconds: int = 0) -> list[QueueMessage]:
+        """Up to ten messages; they stay invisible to other readers for the visibility timeout."""
         answer = self._client.receive_message(
             QueueUrl=self.queue_url,
             MaxNumberOfMessages=MAX_BATCH,
             WaitTimeSeconds=wait_seconds,
-            VisibilityTimeout=visibility_timeout,
+            VisibilityTimeout=self.visibility_timeout,
             MessageSystemAttributeNames=["ApproximateReceiveCount"],
         )
         return [
@@ -46,7 +49,7 @@ class SqsQueue:
             for m in answer.get("Messages", [])
         ]
 
-    def delete(self, messages: list[QueueMessage]) -> list[str]:
+    def delete(self, messages: Sequence[QueueMessage]) -> list[str]:
         """Delete the messages; returns the ids SQS failed to delete (they will reappear)."""
         failed: list[str] = []
         for start in range(0, len(messages), MAX_BATCH):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import httpx
 
 from jlg_pipeline.domain.schedule import DEFAULT_GROUP
 
@@ -49,6 +50,9 @@ def start_moto(port: int) -> LocalAws:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access line per poll otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    # moto keeps its state per process, not per server: a new server starts empty, not with
+    # the messages and schedules an earlier one in this process left behind.
+    httpx.post(f"http://127.0.0.1:{port}/moto-api/reset", timeout=10).raise_for_status()
     aws = connect_moto(port)
     aws.server = server
     return aws

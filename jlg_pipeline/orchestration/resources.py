@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.adapters.sqs_queue import SqsQueue, sqs_client
+from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQueue, sqs_client
 from jlg_pipeline.bootstrap import build_registrar
 from jlg_pipeline.config import Settings, timing_windows
 from jlg_pipeline.domain.errors import ConfigError
@@ -57,10 +57,13 @@ class SqsQueueResource(ConfigurableResource):  # type: ignore[type-arg]
     when the sensor needs it, so a deployment with the real-time path off needs no queue."""
 
     queue_url: str | None = None
+    visibility_timeout_seconds: int = DEFAULT_VISIBILITY_TIMEOUT_S
+    """How long a received message stays hidden: a tick that is lost gives its messages back
+    after this long. Longer than a tick and the next one, which acknowledges them."""
 
     def queue(self) -> SqsQueue:
         url = self.queue_url or os.environ.get("JLG_SQS_QUEUE_URL")
         if not url:
             raise ConfigError("JLG_SQS_QUEUE_URL is not set; the SQS sensor cannot poll")
         # Region and endpoint come from the standard AWS_* variables, as boto3 reads them.
-        return SqsQueue(sqs_client(), url)
+        return SqsQueue(sqs_client(), url, visibility_timeout=self.visibility_timeout_seconds)

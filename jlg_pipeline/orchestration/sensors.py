@@ -1,30 +1,43 @@
 """``join_link_sqs_sensor``: the real-time path's consumer (TRD SqsPollerService + processor).
 
-One tick drains bounded batches, turns each valid message into a RunRequest (run key from
-the SQS message id, so a redelivered message never starts a second run) and removes every
-message it handled; invalid ones are removed with a warning. SQS errors fail the tick.
+Each tick acknowledges (deletes) the messages whose runs now exist, then drains bounded
+batches and asks for one run per new valid message, run key from the SQS message id. The
+messages a tick asked runs for stay on the queue, invisible, and are listed in the sensor's
+cursor; Dagster stores that cursor together with the run requests, so the next tick finds
+their runs in the instance and deletes them. A tick that fails or is lost deletes nothing
+valid (DESIGN.md "Delivery guarantees"). SQS errors fail the tick.
 """
 
+import json
+
 from dagster import (
+    DagsterInstance,
     DefaultSensorStatus,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
     sensor,
 )
+from dagster._core.storage.tags import RUN_KEY_TAG
 
+from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.config import scheduler_enabled
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.orchestration.resources import SqsQueueResource
 from jlg_pipeline.orchestration.tags import CORRELATION_TAG, SESSION_TAG, TRIGGER_TAG
-from jlg_pipeline.services.event_intake import AcceptedEvent, drain
+from jlg_pipeline.services.event_intake import AcceptedEvent, RunExists, acknowledge, drain
 
 GENERATE_OP = "generate_join_links"
 
 
-def run_request_for(event: AcceptedEvent) -> RunRequest:
-    data = event.message.data
+def run_key_for(message_id: str) -> str:
+    return f"sqs-{message_id}"
+
+
+def run_request_for(accepted: AcceptedEvent) -> RunRequest:
+    data = accepted.event.data
     config = {
         key: value
         for key, value in {
@@ -36,36 +49,83 @@ def run_request_for(event: AcceptedEvent) -> RunRequest:
         if value is not None
     }
     tags = {SESSION_TAG: str(data.programSessionId), TRIGGER_TAG: Trigger.EVENT.value}
-    if event.message.correlationId:
-        tags[CORRELATION_TAG] = event.message.correlationId[:200]
+    if accepted.event.correlationId:
+        tags[CORRELATION_TAG] = accepted.event.correlationId[:200]
     return RunRequest(
-        run_key=f"sqs-{event.message_id}",
+        run_key=run_key_for(accepted.message_id),
         run_config={"ops": {GENERATE_OP: {"config": config}}},
         tags=tags,
     )
 
 
-def build_sqs_sensor(job_name: str, minimum_interval_seconds: int = 15):  # type: ignore[no-untyped-def]
+def run_exists_in(instance: DagsterInstance) -> RunExists:
+    """Looks a message's run up by its run key, one indexed query per key, as Dagster's own
+    sensor daemon does when it dedupes run keys."""
+
+    def run_exists(message_id: str) -> bool:
+        filters = RunsFilter(tags={RUN_KEY_TAG: run_key_for(message_id)})
+        return bool(instance.get_run_ids(filters=filters, limit=1))
+
+    return run_exists
+
+
+def encode_pending(accepted: list[AcceptedEvent]) -> str:
+    return json.dumps([[a.message_id, a.message.receipt_handle] for a in accepted])
+
+
+def decode_pending(cursor: str | None) -> list[QueueMessage]:
+    """The messages the previous tick asked runs for; [] for a cursor of another shape (they
+    then come back after their visibility timeout, so nothing is lost)."""
+    try:
+        entries = json.loads(cursor or "[]")
+    except ValueError:
+        return []
+    if not isinstance(entries, list):
+        return []
+    return [
+        QueueMessage(message_id=entry[0], receipt_handle=entry[1], body="", receive_count=0)
+        for entry in entries
+        if isinstance(entry, list)
+        and len(entry) == 2
+        and all(isinstance(part, str) for part in entry)
+    ]
+
+
+def build_sqs_sensor(job_name: str, minimum_interval_seconds: int):  # type: ignore[no-untyped-def]
     @sensor(
         name="join_link_sqs_sensor",
         job_name=job_name,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
-        description="Starts a join_link_generation_job run per JOIN_LINK_GENERATION message.",
+        description="Starts a join_link_generation_job run per JOIN_LINK_GENERATION message; "
+        "a message is deleted once its run exists.",
     )
     def join_link_sqs_sensor(
         context: SensorEvaluationContext, sqs_queue: SqsQueueResource
     ) -> SensorResult | SkipReason:
         if not scheduler_enabled():
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the real-time path is disabled")
-        intake = drain(sqs_queue.queue())
+        queue = sqs_queue.queue()
+        run_exists = run_exists_in(context.instance)
+        acknowledged = acknowledge(queue, decode_pending(context.cursor), run_exists)
+        intake = drain(queue, run_exists)
         for message_id, reason in intake.dropped:
             context.log.warning(f"dropped invalid message {message_id}: {reason}")
-        if intake.undeleted:
-            context.log.warning(f"SQS did not delete {intake.undeleted}; they will be seen again")
+        undeleted = acknowledged.undeleted + intake.undeleted
+        if undeleted:
+            context.log.warning(f"SQS did not delete {undeleted}; they will be seen again")
+        cursor = encode_pending(intake.accepted)
         if not intake.accepted:
-            dropped = f" ({len(intake.dropped)} invalid dropped)" if intake.dropped else ""
-            return SkipReason(f"no JOIN_LINK_GENERATION messages{dropped}")
-        return SensorResult(run_requests=[run_request_for(e) for e in intake.accepted])
+            done = len(acknowledged.acknowledged) + len(intake.acknowledged)
+            notes = [f"{done} acknowledged"] if done else []
+            notes += [f"{len(intake.dropped)} invalid dropped"] if intake.dropped else []
+            notes += [f"{len(undeleted)} not deleted by SQS"] if undeleted else []
+            suffix = f" ({', '.join(notes)})" if notes else ""
+            return SensorResult(
+                skip_reason=f"no new JOIN_LINK_GENERATION messages{suffix}", cursor=cursor
+            )
+        return SensorResult(
+            run_requests=[run_request_for(e) for e in intake.accepted], cursor=cursor
+        )
 
     return join_link_sqs_sensor

@@ -1,9 +1,18 @@
 """The queue consumer's logic (TRD JoinLinkGenerationProcessor, minus the generation, which
-runs in its own Dagster run): drain bounded batches, validate each message, remove every
-message it handled, and drop invalid ones with a warning (non-retryable; a poison message
-never blocks the queue)."""
+runs in its own Dagster run), acknowledging after the run exists (DESIGN.md "Delivery
+guarantees").
+
+A tick first acknowledges the messages the previous tick asked runs for, deleting each one
+whose run now exists; then it drains bounded batches: an invalid message is deleted at once
+(non-retryable; a poison message never blocks the queue), a valid one whose run already
+exists (a redelivery) is deleted, and any other valid one is kept on the queue, invisible,
+and handed back to ask for its run. Nothing valid is deleted before its run exists, so a
+tick that fails or whose result is lost loses nothing: its messages come back after their
+visibility timeout and ask again, under the same run key.
+"""
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,43 +25,63 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BATCHES = 10
 
+RunExists = Callable[[str], bool]
+"""Whether the run asked for by the message with this id exists in the orchestrator."""
+
 
 class Queue(Protocol):
-    def receive(
-        self, *, visibility_timeout: int = ..., wait_seconds: int = ...
-    ) -> list[QueueMessage]: ...
+    def receive(self, *, wait_seconds: int = ...) -> list[QueueMessage]: ...
 
-    def delete(self, messages: list[QueueMessage]) -> list[str]: ...
+    def delete(self, messages: Sequence[QueueMessage]) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class AcceptedEvent:
-    message_id: str
-    message: JoinLinkGenerationMessage
+    message: QueueMessage
+    event: JoinLinkGenerationMessage
+
+    @property
+    def message_id(self) -> str:
+        return self.message.message_id
 
 
 @dataclass
 class Intake:
     accepted: list[AcceptedEvent] = field(default_factory=list)
+    """Valid messages with no run yet: still on the queue; a run is to be asked for each."""
+    acknowledged: list[str] = field(default_factory=list)
+    """Ids of valid messages deleted because their run exists."""
     dropped: list[tuple[str, str]] = field(default_factory=list)
     """(message id, reason) of every invalid message removed from the queue."""
     undeleted: list[str] = field(default_factory=list)
-    """Ids SQS failed to delete; they reappear and their run key dedupes them."""
+    """Ids SQS failed to delete; they reappear and are acknowledged then."""
 
 
-def drain(queue: Queue, max_batches: int = DEFAULT_MAX_BATCHES) -> Intake:
+def acknowledge(queue: Queue, pending: Sequence[QueueMessage], run_exists: RunExists) -> Intake:
+    """Delete the pending messages whose run exists. The others are left to reappear after
+    their visibility timeout and ask again (their run key keeps that to one run)."""
+    intake = Intake()
+    done = [m for m in pending if run_exists(m.message_id)]
+    intake.acknowledged += [m.message_id for m in done]
+    intake.undeleted += queue.delete(done)
+    return intake
+
+
+def drain(queue: Queue, run_exists: RunExists, max_batches: int = DEFAULT_MAX_BATCHES) -> Intake:
     intake = Intake()
     seen: set[str] = set()
     for _ in range(max_batches):
         messages = [m for m in queue.receive() if m.message_id not in seen]
         if not messages:
             break
+        removable: list[QueueMessage] = []
         for m in messages:
             seen.add(m.message_id)
             try:
-                intake.accepted.append(AcceptedEvent(m.message_id, parse_message(m.body)))
+                event = parse_message(m.body)
             except InvalidMessage as exc:
                 intake.dropped.append((m.message_id, str(exc)))
+                removable.append(m)
                 log_event(
                     logger,
                     logging.WARNING,
@@ -62,5 +91,11 @@ def drain(queue: Queue, max_batches: int = DEFAULT_MAX_BATCHES) -> Intake:
                     receive_count=m.receive_count,
                     body=m.body[:200],
                 )
-        intake.undeleted += queue.delete(messages)
+                continue
+            if run_exists(m.message_id):
+                intake.acknowledged.append(m.message_id)
+                removable.append(m)
+            else:
+                intake.accepted.append(AcceptedEvent(m, event))
+        intake.undeleted += queue.delete(removable)
     return intake

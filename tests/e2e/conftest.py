@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
+from dagster import DagsterInstance, DagsterRun
+from dagster._core.instance.ref import InstanceRef
 from sqlalchemy import Engine
 
 from jlg_pipeline.local.aws import LocalAws, start_moto
@@ -23,6 +26,7 @@ from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.stack import Children
 from tests.support.factories import session_row
 from tests.support.net import free_port
+from tests.support.secrets import find_secrets
 from tests.support.web import SECRET, admin_headers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,10 +50,32 @@ class Stack:
             timeout=30,
         )
 
-    def send(self, body: dict[str, Any]) -> None:
-        self.aws.client("sqs").send_message(
+    def send(self, body: dict[str, Any]) -> str:
+        """Put a message on the queue; its SQS message id."""
+        answer = self.aws.client("sqs").send_message(
             QueueUrl=self.aws.queue_url, MessageBody=json.dumps(body)
         )
+        return str(answer["MessageId"])
+
+    def queue_depth(self) -> int:
+        """Messages on the queue, visible or in flight."""
+        attributes = self.aws.client("sqs").get_queue_attributes(
+            QueueUrl=self.aws.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def runs(self) -> list[DagsterRun]:
+        """Every run the stack's Dagster instance holds."""
+        # dagster.yaml reads the storage URL from the environment, as the daemon does.
+        storage = {"DAGSTER_POSTGRES_URL": self.env["DAGSTER_POSTGRES_URL"]}
+        with (
+            mock.patch.dict(os.environ, storage),
+            DagsterInstance.from_ref(InstanceRef.from_dir(self.env["DAGSTER_HOME"])) as instance,
+        ):
+            return list(instance.get_runs())
 
     def launch_sweep(self) -> None:
         """What the 4-hourly schedule does, now: submit the sweep job to the instance's queue."""
@@ -165,3 +191,10 @@ def start_stack(
             children.stop()
             standin.stop()
             aws.stop()
+    leaked = {}
+    for log in (tmp_path / "logs").glob("*.log"):
+        text = log.read_text(errors="replace")
+        hits = find_secrets(text) + (["the JWT secret"] if SECRET in text else [])
+        if hits:
+            leaked[log.name] = hits
+    assert leaked == {}, "credentials in the logs the stack wrote"

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from dagster._core.storage.tags import RUN_KEY_TAG
 from sqlalchemy import Engine, func, select
 
 from jlg_pipeline.adapters.tables import local_bulk_job
@@ -173,9 +174,13 @@ def test_the_same_message_delivered_several_times_generates_once(
     sid = _session(engine)
     force_state(engine, sid, LinkGenerationStatus.SCHEDULED)
     message = build_message(sid, 1)
-    for _ in range(4):
-        stack.send(message)
+    sent = [stack.send(message) for _ in range(4)]
 
     stack.wait_for(sid, "COMPLETED")
-    time.sleep(8)  # let every duplicate run finish
+    deadline = time.monotonic() + 90
+    while stack.queue_depth() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert stack.queue_depth() == 0, "every message deleted once its run exists"
     assert _bulk_jobs(engine, sid) == 1
+    run_keys = sorted(run.tags[RUN_KEY_TAG] for run in stack.runs())
+    assert run_keys == sorted(f"sqs-{message_id}" for message_id in sent)

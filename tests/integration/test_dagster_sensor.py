@@ -1,11 +1,21 @@
-"""join_link_sqs_sensor with build_sensor_context against moto SQS (no mocks of Dagster)."""
+"""join_link_sqs_sensor with build_sensor_context against moto SQS and a real (ephemeral)
+Dagster instance: runs are asked for, messages deleted only once their runs exist."""
 
 import json
+import time
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from dagster import DagsterInstance, OpDefinition, SensorResult, SkipReason, build_sensor_context
+from dagster import (
+    DagsterInstance,
+    OpDefinition,
+    SensorResult,
+    SkipReason,
+    build_sensor_context,
+    job,
+)
+from dagster._core.storage.tags import RUN_KEY_TAG
 from sqlalchemy import Engine
 
 from jlg_pipeline.definitions import defs
@@ -19,7 +29,7 @@ from tests.support.fakes import RecordingRegistrar
 from tests.support.web import Aws
 
 S = LinkGenerationStatus
-SENSOR = build_sqs_sensor("join_link_generation_job")
+SENSOR = build_sqs_sensor("join_link_generation_job", 5)
 
 
 def _message(data: Any, **overrides: Any) -> str:
@@ -34,14 +44,53 @@ def _message(data: Any, **overrides: Any) -> str:
     return json.dumps(body)
 
 
+@job
+def _placeholder() -> None:
+    """Stands in for the generation job when a test only needs a run to exist."""
+
+
+class Ticks:
+    """Evaluates the sensor as the daemon does: one instance, the cursor carried over."""
+
+    def __init__(self, aws: Aws, visibility_timeout_seconds: int = 120) -> None:
+        self.instance = DagsterInstance.ephemeral()
+        self.cursor: str | None = None
+        self.resource = SqsQueueResource(
+            queue_url=aws.queue_url, visibility_timeout_seconds=visibility_timeout_seconds
+        )
+
+    def tick(self, *, lost: bool = False) -> SensorResult | SkipReason:
+        """One evaluation; ``lost`` throws its result away (a timeout, a dead code server)."""
+        context = build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources={"sqs_queue": self.resource}
+        )
+        result: SensorResult | SkipReason = SENSOR(context)
+        assert isinstance(result, SensorResult | SkipReason)
+        if not lost and isinstance(result, SensorResult):
+            self.cursor = result.cursor
+        return result
+
+    def launch(self, result: SensorResult | SkipReason) -> None:
+        """What the daemon does with the run requests: create the runs, run key tagged."""
+        assert isinstance(result, SensorResult)
+        for request in result.run_requests or []:
+            self.instance.create_run_for_job(
+                _placeholder, tags={**request.tags, RUN_KEY_TAG: request.run_key or ""}
+            )
+
+    def runs(self) -> int:
+        return len(self.instance.get_run_ids())
+
+
 def _tick(aws: Aws) -> SensorResult | SkipReason:
-    context = build_sensor_context(
-        instance=DagsterInstance.ephemeral(),
-        resources={"sqs_queue": SqsQueueResource(queue_url=aws.queue_url)},
-    )
-    result = SENSOR(context)
-    assert isinstance(result, SensorResult | SkipReason)
-    return result
+    return Ticks(aws).tick()
+
+
+def _skipped(result: SensorResult | SkipReason) -> str:
+    reason = result.skip_reason if isinstance(result, SensorResult) else result
+    assert isinstance(reason, SkipReason), result
+    assert not isinstance(result, SensorResult) or not result.run_requests
+    return reason.skip_message or ""
 
 
 def _left(aws: Aws) -> int:
@@ -69,7 +118,8 @@ def test_valid_messages_become_run_requests(aws: Aws) -> None:
         ),
     )
 
-    result = _tick(aws)
+    ticks = Ticks(aws)
+    result = ticks.tick()
 
     assert isinstance(result, SensorResult)
     requests = sorted(result.run_requests or [], key=lambda r: r.tags["jlg/session"])
@@ -86,6 +136,9 @@ def test_valid_messages_become_run_requests(aws: Aws) -> None:
     assert requests[1].tags["jlg/trigger"] == "event"
     assert requests[1].tags["jlg/correlation_id"] == "join-link-8"
     assert all(r.run_key and r.run_key.startswith("sqs-") for r in requests)
+    assert _left(aws) == 2, "kept until their runs exist"
+    ticks.launch(result)
+    assert _skipped(ticks.tick()) == "no new JOIN_LINK_GENERATION messages (2 acknowledged)"
     assert _left(aws) == 0
 
 
@@ -94,9 +147,12 @@ def test_more_than_one_batch_in_a_tick(aws: Aws) -> None:
         aws.sqs.send_message(
             QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": sid})
         )
-    result = _tick(aws)
+    ticks = Ticks(aws)
+    result = ticks.tick()
     assert isinstance(result, SensorResult)
     assert len(result.run_requests or []) == 25
+    ticks.launch(result)
+    ticks.tick()
     assert _left(aws) == 0
 
 
@@ -123,9 +179,7 @@ def test_more_than_one_batch_in_a_tick(aws: Aws) -> None:
 )
 def test_malformed_messages_start_nothing_and_are_removed(aws: Aws, body: str) -> None:
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=body or " ")
-    result = _tick(aws)
-    assert isinstance(result, SkipReason)
-    assert "1 invalid dropped" in (result.skip_message or "")
+    assert "1 invalid dropped" in _skipped(_tick(aws))
     assert _left(aws) == 0
 
 
@@ -135,7 +189,7 @@ def test_a_poison_message_does_not_block_the_good_ones(aws: Aws) -> None:
     result = _tick(aws)
     assert isinstance(result, SensorResult)
     assert [r.tags["jlg/session"] for r in result.run_requests or []] == ["5"]
-    assert _left(aws) == 0
+    assert _left(aws) == 1, "the poison one is gone; the good one waits for its run"
 
 
 def test_flag_off_skips_without_touching_the_queue(
@@ -147,6 +201,37 @@ def test_flag_off_skips_without_touching_the_queue(
     assert isinstance(result, SkipReason)
     assert "ENABLE_JOIN_LINK_SCHEDULER" in (result.skip_message or "")
     assert _left(aws) == 1
+
+
+def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(aws: Aws) -> None:
+    ids = [
+        aws.sqs.send_message(
+            QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": sid})
+        )["MessageId"]
+        for sid in range(1, 16)
+    ]
+    ticks = Ticks(aws, visibility_timeout_seconds=1)
+
+    lost = ticks.tick(lost=True)
+    assert isinstance(lost, SensorResult)
+    assert len(lost.run_requests or []) == 15
+    assert _left(aws) == 15, "a thrown-away evaluation deletes nothing valid"
+
+    time.sleep(1.2)  # the visibility timeout passes: every message comes back
+    again = ticks.tick()
+    assert isinstance(again, SensorResult)
+    assert sorted(r.run_key or "" for r in again.run_requests or []) == sorted(
+        f"sqs-{i}" for i in ids
+    )
+    ticks.launch(again)
+
+    # The cursor is lost too (say the acknowledging tick failed): the messages come back
+    # once more, their runs exist, and they are deleted without asking for a second run.
+    ticks.cursor = None
+    time.sleep(1.2)
+    assert _skipped(ticks.tick()) == "no new JOIN_LINK_GENERATION messages (15 acknowledged)"
+    assert _left(aws) == 0
+    assert ticks.runs() == 15
 
 
 def test_sqs_errors_fail_the_tick(aws: Aws) -> None:

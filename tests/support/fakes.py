@@ -1,9 +1,12 @@
-"""A fake of the external online-session service, implementing the BulkRegistrar protocol."""
+"""Fakes of the external seams, each on the same protocol as the real adapter and recording
+what it was asked: bulkRegister (the online-session service) and the SQS queue."""
 
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
 
 
@@ -28,3 +31,50 @@ class RecordingRegistrar:
         if self.error is not None:
             raise self.error
         return BulkRegisterResult(job_id=f"job-{uuid.uuid4().hex[:12]}", total=self.total)
+
+
+@dataclass
+class FakeQueue:
+    """An in-memory queue on the sensor's Queue protocol, with SQS's visibility: a received
+    message is hidden until ``expire_visibility`` (its timeout passing) or deleted. Each
+    receive gets a new receipt handle, and only the newest deletes the message. ``fail_on``
+    names receive calls (1-based) that raise, like a throttled or dropped call."""
+
+    messages: dict[str, str] = field(default_factory=dict)
+    hidden: set[str] = field(default_factory=set)
+    handles: dict[str, str] = field(default_factory=dict)
+    receives: int = 0
+    fail_on: set[int] = field(default_factory=set)
+    deleted: list[str] = field(default_factory=list)
+
+    def send(self, body: str) -> str:
+        message_id = uuid.uuid4().hex
+        self.messages[message_id] = body
+        return message_id
+
+    def receive(self, *, wait_seconds: int = 0) -> list[QueueMessage]:
+        self.receives += 1
+        if self.receives in self.fail_on:
+            raise ConnectionError(f"receive {self.receives} failed (simulated)")
+        batch = [m for m in self.messages if m not in self.hidden][:10]
+        received = []
+        for message_id in batch:
+            self.hidden.add(message_id)
+            self.handles[message_id] = uuid.uuid4().hex
+            received.append(
+                QueueMessage(message_id, self.handles[message_id], self.messages[message_id], 1)
+            )
+        return received
+
+    def delete(self, messages: Sequence[QueueMessage]) -> list[str]:
+        failed = []
+        for m in messages:
+            if self.handles.get(m.message_id) == m.receipt_handle and m.message_id in self.messages:
+                del self.messages[m.message_id]
+                self.deleted.append(m.message_id)
+            elif m.message_id in self.messages:
+                failed.append(m.message_id)
+        return failed
+
+    def expire_visibility(self) -> None:
+        self.hidden.clear()

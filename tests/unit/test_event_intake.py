@@ -1,0 +1,76 @@
+"""The sensor's intake on a fake queue: nothing valid is deleted before its run exists."""
+
+import json
+
+import pytest
+
+from jlg_pipeline.services.event_intake import acknowledge, drain
+from tests.support.fakes import FakeQueue
+
+
+def _event(session_id: object) -> str:
+    return json.dumps(
+        {
+            "queueType": "EVENT",
+            "subType": "JOIN_LINK_GENERATION",
+            "timestamp": "2026-12-03T09:00:00Z",
+            "correlationId": f"join-link-{session_id}",
+            "data": {"programSessionId": session_id},
+        }
+    )
+
+
+def test_a_tick_failing_on_its_second_receive_deletes_nothing_valid() -> None:
+    queue = FakeQueue(fail_on={2})
+    for sid in range(1, 16):
+        queue.send(_event(sid))
+    with pytest.raises(ConnectionError):
+        drain(queue, run_exists=lambda _: False)
+    assert queue.deleted == []
+    assert len(queue.messages) == 15
+
+
+def test_valid_messages_stay_until_their_runs_exist() -> None:
+    queue = FakeQueue()
+    ids = [queue.send(_event(sid)) for sid in range(1, 26)]
+    intake = drain(queue, run_exists=lambda _: False)
+    assert sorted(a.message_id for a in intake.accepted) == sorted(ids)
+    assert [a.event.data.programSessionId for a in intake.accepted] == list(range(1, 26))
+    assert queue.deleted == []
+
+    launched = {a.message_id for a in intake.accepted[:20]}
+    acked = acknowledge(queue, [a.message for a in intake.accepted], launched.__contains__)
+    assert set(acked.acknowledged) == launched
+    assert set(queue.messages) == set(ids) - launched, "five without a run wait to reappear"
+
+
+def test_a_redelivered_message_whose_run_exists_is_deleted_without_asking_again() -> None:
+    queue = FakeQueue()
+    message_id = queue.send(_event(7))
+    first = drain(queue, run_exists=lambda _: False)
+    assert [a.message_id for a in first.accepted] == [message_id]
+    queue.expire_visibility()  # the tick's result was lost; the message comes back
+    second = drain(queue, run_exists=lambda mid: mid == message_id)
+    assert second.accepted == []
+    assert second.acknowledged == [message_id]
+    assert queue.messages == {}
+
+
+def test_invalid_messages_are_deleted_at_once() -> None:
+    queue = FakeQueue()
+    bad = queue.send("not json")
+    good = queue.send(_event(3))
+    intake = drain(queue, run_exists=lambda _: False)
+    assert [mid for mid, _ in intake.dropped] == [bad]
+    assert [a.message_id for a in intake.accepted] == [good]
+    assert list(queue.messages) == [good]
+
+
+def test_an_old_receipt_handle_does_not_delete_and_is_reported() -> None:
+    queue = FakeQueue()
+    queue.send(_event(1))
+    first = drain(queue, run_exists=lambda _: False)
+    queue.expire_visibility()
+    drain(queue, run_exists=lambda _: False)  # received again: a new handle
+    acked = acknowledge(queue, [a.message for a in first.accepted], lambda _: True)
+    assert acked.undeleted == [first.accepted[0].message_id]
