@@ -64,7 +64,7 @@ def _group_rss_kib(pgid: int) -> int:
     return total
 
 
-def _group_cpu_seconds(pgid: int) -> dict[str, float]:
+def group_cpu_seconds(pgid: int) -> dict[str, float]:
     """CPU seconds so far of the daemon, its code servers, and the run workers (spawned and
     reaped by the code servers, so counted in their children's time)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -175,7 +175,7 @@ def main() -> None:
                 threading.Thread(target=sample, daemon=True).start()
                 time.sleep(10)  # the daemon and its code server are up before the burst
                 sqs = aws.client("sqs")
-                before = _group_cpu_seconds(pgid)
+                before = group_cpu_seconds(pgid)
                 started = time.perf_counter()
                 for first in range(0, len(ids), 10):
                     sqs.send_message_batch(
@@ -195,7 +195,7 @@ def main() -> None:
                         raise RuntimeError((home / "daemon.log").read_text()[-3000:])
                     time.sleep(1)
                 elapsed = time.perf_counter() - started
-                cpu = {k: v - before[k] for k, v in _group_cpu_seconds(pgid).items()}
+                cpu = {k: v - before[k] for k, v in group_cpu_seconds(pgid).items()}
                 sent_at = time.time() - elapsed
                 time.sleep(15)  # let the duplicate runs finish
             finally:

@@ -55,6 +55,16 @@ def fallback_cron_enabled(environ: Mapping[str, str] | None = None) -> bool:
     return parse_flag("ENABLE_JOIN_LINK_FALLBACK_CRON", env.get("ENABLE_JOIN_LINK_FALLBACK_CRON"))
 
 
+DEFAULT_SQS_SENSOR_INTERVAL_S = 5
+
+
+def sqs_sensor_interval_s(environ: Mapping[str, str] | None = None) -> int:
+    """JLG_SQS_SENSOR_INTERVAL_S: the least time between two SQS sensor ticks. Dagster's
+    sensor daemon loops every 5 s, so lower values change nothing."""
+    env = os.environ if environ is None else environ
+    return _positive(env, "JLG_SQS_SENSOR_INTERVAL_S", DEFAULT_SQS_SENSOR_INTERVAL_S, int)
+
+
 def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
     """The production windows, unless ``JLG_TEST_GRACE_MS`` / ``JLG_TEST_STALE_MS`` shorten
     them: for tests and local experiments only, never set in production. Each is at least

@@ -2,6 +2,7 @@
 
 from dagster import Definitions, EnvVar
 
+from jlg_pipeline.config import sqs_sensor_interval_s
 from jlg_pipeline.orchestration.jobs import (
     build_generation_job,
     join_link_backfill_job,
@@ -19,7 +20,7 @@ join_link_generation_job = build_generation_job()
 
 defs = Definitions(
     jobs=[join_link_generation_job, join_link_fallback_sweep_job, join_link_backfill_job],
-    sensors=[build_sqs_sensor(join_link_generation_job.name)],
+    sensors=[build_sqs_sensor(join_link_generation_job.name, sqs_sensor_interval_s())],
     schedules=[join_link_fallback_schedule],
     resources={
         "database": DatabaseResource(url=EnvVar("JLG_DATABASE_URL")),
