@@ -65,6 +65,22 @@ def sqs_sensor_interval_s(environ: Mapping[str, str] | None = None) -> int:
     return _positive(env, "JLG_SQS_SENSOR_INTERVAL_S", DEFAULT_SQS_SENSOR_INTERVAL_S, int)
 
 
+DEFAULT_SQS_WAIT_S = 4
+MAX_SQS_WAIT_S = 20  # SQS's own limit
+
+
+def sqs_wait_s(environ: Mapping[str, str] | None = None) -> int:
+    """JLG_SQS_WAIT_S: how long a sensor tick's first receive long-polls an empty queue. Kept
+    under the sensor loop's 5 s, so a tick that finds nothing ends before the next is due."""
+    env = os.environ if environ is None else environ
+    raw = (env.get("JLG_SQS_WAIT_S") or "").strip()
+    if not raw:
+        return DEFAULT_SQS_WAIT_S
+    if not raw.isdigit() or int(raw) > MAX_SQS_WAIT_S:
+        raise ConfigError(f"JLG_SQS_WAIT_S must be a whole number from 0 to 20, got {raw!r}")
+    return int(raw)
+
+
 def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
     """The production windows, unless ``JLG_TEST_GRACE_MS`` / ``JLG_TEST_STALE_MS`` shorten
     them: for tests and local experiments only, never set in production. Each is at least

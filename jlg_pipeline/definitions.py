@@ -2,7 +2,7 @@
 
 from dagster import Definitions, EnvVar
 
-from jlg_pipeline.config import sqs_sensor_interval_s
+from jlg_pipeline.config import sqs_sensor_interval_s, sqs_wait_s
 from jlg_pipeline.orchestration.jobs import (
     build_generation_job,
     join_link_backfill_job,
@@ -25,6 +25,6 @@ defs = Definitions(
     resources={
         "database": DatabaseResource(url=EnvVar("JLG_DATABASE_URL")),
         "registrar": RegistrarResource(),
-        "sqs_queue": SqsQueueResource(),
+        "sqs_queue": SqsQueueResource(wait_seconds=sqs_wait_s()),
     },
 )

@@ -60,6 +60,8 @@ class SqsQueueResource(ConfigurableResource):  # type: ignore[type-arg]
     visibility_timeout_seconds: int = DEFAULT_VISIBILITY_TIMEOUT_S
     """How long a received message stays hidden: a tick that is lost gives its messages back
     after this long. Longer than a tick and the next one, which acknowledges them."""
+    wait_seconds: int = 0
+    """How long a tick's first receive waits for a message to arrive (SQS long polling)."""
 
     def queue(self) -> SqsQueue:
         url = self.queue_url or os.environ.get("JLG_SQS_QUEUE_URL")

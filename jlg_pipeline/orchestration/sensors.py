@@ -108,7 +108,7 @@ def build_sqs_sensor(job_name: str, minimum_interval_seconds: int):  # type: ign
         queue = sqs_queue.queue()
         run_exists = run_exists_in(context.instance)
         acknowledged = acknowledge(queue, decode_pending(context.cursor), run_exists)
-        intake = drain(queue, run_exists)
+        intake = drain(queue, run_exists, wait_seconds=sqs_queue.wait_seconds)
         for message_id, reason in intake.dropped:
             context.log.warning(f"dropped invalid message {message_id}: {reason}")
         undeleted = acknowledged.undeleted + intake.undeleted

@@ -67,11 +67,20 @@ def acknowledge(queue: Queue, pending: Sequence[QueueMessage], run_exists: RunEx
     return intake
 
 
-def drain(queue: Queue, run_exists: RunExists, max_batches: int = DEFAULT_MAX_BATCHES) -> Intake:
+def drain(
+    queue: Queue,
+    run_exists: RunExists,
+    max_batches: int = DEFAULT_MAX_BATCHES,
+    wait_seconds: int = 0,
+) -> Intake:
+    """Receive up to ``max_batches`` batches. The first receive waits up to ``wait_seconds``
+    for a message to arrive (SQS long polling), so a tick on an empty queue picks a new
+    message up the moment it lands instead of at the next tick."""
     intake = Intake()
     seen: set[str] = set()
-    for _ in range(max_batches):
-        messages = [m for m in queue.receive() if m.message_id not in seen]
+    for batch in range(max_batches):
+        received = queue.receive(wait_seconds=wait_seconds if batch == 0 else 0)
+        messages = [m for m in received if m.message_id not in seen]
         if not messages:
             break
         removable: list[QueueMessage] = []

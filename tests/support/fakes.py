@@ -46,6 +46,8 @@ class FakeQueue:
     receives: int = 0
     fail_on: set[int] = field(default_factory=set)
     deleted: list[str] = field(default_factory=list)
+    waits: list[int] = field(default_factory=list)
+    """The long-poll wait each receive asked for."""
 
     def send(self, body: str) -> str:
         message_id = uuid.uuid4().hex
@@ -54,6 +56,7 @@ class FakeQueue:
 
     def receive(self, *, wait_seconds: int = 0) -> list[QueueMessage]:
         self.receives += 1
+        self.waits.append(wait_seconds)
         if self.receives in self.fail_on:
             raise ConnectionError(f"receive {self.receives} failed (simulated)")
         batch = [m for m in self.messages if m not in self.hidden][:10]

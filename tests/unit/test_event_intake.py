@@ -74,3 +74,11 @@ def test_an_old_receipt_handle_does_not_delete_and_is_reported() -> None:
     drain(queue, run_exists=lambda _: False)  # received again: a new handle
     acked = acknowledge(queue, [a.message for a in first.accepted], lambda _: True)
     assert acked.undeleted == [first.accepted[0].message_id]
+
+
+def test_only_the_first_receive_of_a_tick_long_polls() -> None:
+    queue = FakeQueue()
+    for sid in range(1, 16):
+        queue.send(_event(sid))
+    drain(queue, run_exists=lambda _: False, wait_seconds=4)
+    assert queue.waits == [4, 0, 0]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Settings, timing_windows
+from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Settings, sqs_wait_s, timing_windows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import stack
 from web.app import create_app
@@ -96,3 +96,15 @@ def test_an_open_data_folder_left_by_an_older_version_is_tightened(tmp_path: Pat
     (tmp_path / ".data").mkdir(mode=0o755)
     (tmp_path / ".data").chmod(0o755)
     assert _mode(stack.private_dir(tmp_path / ".data")) == 0o700
+
+
+@pytest.mark.parametrize(
+    ("raw", "ok"),
+    [("0", True), ("4", True), ("20", True), ("21", False), ("-1", False), ("x", False)],
+)
+def test_sqs_wait_is_within_what_sqs_allows(raw: str, ok: bool) -> None:
+    if ok:
+        assert sqs_wait_s({"JLG_SQS_WAIT_S": raw}) == int(raw)
+    else:
+        with pytest.raises(ConfigError, match="JLG_SQS_WAIT_S"):
+            sqs_wait_s({"JLG_SQS_WAIT_S": raw})
