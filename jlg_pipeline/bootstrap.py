@@ -1,21 +1,38 @@
-"""Builds the adapters from settings; entry points call this, nothing connects at import."""
+"""Builds the adapters and services from settings: the one place an entry point gets them
+from (the web app's lifespan; the Dagster resources configure the same adapters in
+``definitions.py``). Nothing connects at import."""
 
 from sqlalchemy import Engine
 
-from jlg_pipeline.adapters.registrars import BulkRegistrar
-from jlg_pipeline.adapters.registrars.local import LocalRegistrar
-from jlg_pipeline.config import RegistrarKind, Settings
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.config import Settings
+from jlg_pipeline.services.join_link_scheduler import JoinLinkScheduler, Scheduler
+from jlg_pipeline.services.program_session import ProgramSessionService
 
 
-def build_registrar(settings: Settings, engine: Engine) -> BulkRegistrar:
-    """The registrar ``JLG_REGISTRAR`` selects: ``local`` (default) or ``http``."""
-    if settings.registrar is RegistrarKind.HTTP:
-        # Imported here: the local registrar, the default, has no use for an HTTP client.
-        from jlg_pipeline.adapters.registrars.http import HttpRegistrar
+def build_engine(settings: Settings) -> Engine:
+    return create_engine(settings.database_url)
 
-        return HttpRegistrar(
-            settings.online_session_url or "",
-            settings.online_session_token or "",
-            timeout_s=settings.online_session_timeout_s,
-        )
-    return LocalRegistrar(engine)
+
+def build_scheduler(settings: Settings) -> Scheduler | None:
+    """The EventBridge Scheduler adapter, or None when the real-time path is off or its ARNs
+    are missing (the service then logs why it skips)."""
+    if not (settings.scheduler_enabled and settings.scheduler_target):
+        return None
+    # Imported here: boto3 loads only when a client is made.
+    from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
+
+    return AwsScheduler(
+        scheduler_client(region_name=settings.aws_region, endpoint_url=settings.aws_endpoint_url)
+    )
+
+
+def build_program_session_service(
+    settings: Settings, engine: Engine, scheduler: Scheduler | None
+) -> ProgramSessionService:
+    repository = ProgramSessionRepository(engine, settings.windows)
+    join_link_scheduler = JoinLinkScheduler(
+        scheduler, enabled=settings.scheduler_enabled, target=settings.scheduler_target
+    )
+    return ProgramSessionService(repository, join_link_scheduler)

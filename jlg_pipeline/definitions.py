@@ -1,8 +1,15 @@
-"""The Dagster code location: ``defs``. Loaded by ``workspace.yaml``; nothing connects here."""
+"""The Dagster code location: ``defs``, the composition root of the Dagster entry point.
+Loaded by ``workspace.yaml``. It reads the environment once, to pick the registrar and the
+tuning knobs; secrets reach the resources as ``EnvVar`` (resolved in the run, never shown in
+the UI). Nothing connects here."""
+
+import os
+from collections.abc import Mapping
+from typing import Any
 
 from dagster import Definitions, EnvVar
 
-from jlg_pipeline.config import sqs_sensor_interval_s, sqs_wait_s
+from jlg_pipeline.config import RegistrarKind, Settings, sqs_sensor_interval_s, sqs_wait_s
 from jlg_pipeline.orchestration.jobs import (
     build_generation_job,
     join_link_backfill_job,
@@ -10,21 +17,50 @@ from jlg_pipeline.orchestration.jobs import (
 )
 from jlg_pipeline.orchestration.resources import (
     DatabaseResource,
-    RegistrarResource,
     SqsQueueResource,
+    http_registrar,
+    local_registrar,
 )
 from jlg_pipeline.orchestration.schedules import join_link_fallback_schedule
 from jlg_pipeline.orchestration.sensors import build_sqs_sensor
 
-join_link_generation_job = build_generation_job()
 
-defs = Definitions(
-    jobs=[join_link_generation_job, join_link_fallback_sweep_job, join_link_backfill_job],
-    sensors=[build_sqs_sensor(join_link_generation_job.name, sqs_sensor_interval_s())],
-    schedules=[join_link_fallback_schedule],
-    resources={
-        "database": DatabaseResource(url=EnvVar("JLG_DATABASE_URL")),
-        "registrar": RegistrarResource(),
-        "sqs_queue": SqsQueueResource(wait_seconds=sqs_wait_s()),
-    },
-)
+def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The resources for this deployment: the registrar ``JLG_REGISTRAR`` names, the queue
+    if ``JLG_SQS_QUEUE_URL`` is set. Raises ConfigError for a configuration that cannot work."""
+    settings = Settings.from_env(environ)
+    database = DatabaseResource(
+        url=EnvVar("JLG_DATABASE_URL"),
+        grace_ms=settings.windows.grace_ms,
+        stale_ms=settings.windows.stale_ms,
+    )
+    registrar = (
+        http_registrar.configured(
+            {
+                "url": {"env": "JLG_ONLINE_SESSION_URL"},
+                "token": {"env": "JLG_ONLINE_SESSION_TOKEN"},
+                "timeout_s": settings.online_session_timeout_s,
+            }
+        )
+        if settings.registrar is RegistrarKind.HTTP
+        else local_registrar
+    )
+    queue_url = EnvVar("JLG_SQS_QUEUE_URL") if environ.get("JLG_SQS_QUEUE_URL") else None
+    return {
+        "database": database,
+        "registrar": registrar,
+        "sqs_queue": SqsQueueResource(queue_url=queue_url, wait_seconds=sqs_wait_s(environ)),
+    }
+
+
+def build_definitions(environ: Mapping[str, str]) -> Definitions:
+    generation_job = build_generation_job()
+    return Definitions(
+        jobs=[generation_job, join_link_fallback_sweep_job, join_link_backfill_job],
+        sensors=[build_sqs_sensor(generation_job.name, sqs_sensor_interval_s(environ))],
+        schedules=[join_link_fallback_schedule],
+        resources=build_resources(environ),
+    )
+
+
+defs = build_definitions(os.environ)

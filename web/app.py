@@ -7,7 +7,6 @@ AWS client are made in the lifespan and disposed after.
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -15,14 +14,11 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
-from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
-from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
-from jlg_pipeline.services.join_link_scheduler import JoinLinkScheduler
-from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.join_link_scheduler import Scheduler
 from web import envelope, routes
 from web.auth import JwtBackend, on_auth_error
 from web.metrics import Metrics, MetricsMiddleware
@@ -31,8 +27,11 @@ from web.openapi import build_openapi
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, *, scheduler_client_: Any = None) -> Starlette:
-    """Build the app. ``scheduler_client_`` replaces the boto3 scheduler client (tests)."""
+def create_app(
+    settings: Settings | None = None, *, scheduler: Scheduler | None = None
+) -> Starlette:
+    """Build the app from ``settings`` (read from the environment by default). ``scheduler``
+    replaces the EventBridge adapter the settings would build (any ``Scheduler``)."""
     configure_logging()
     settings = settings or Settings.from_env()
     settings.require_jwt_key()
@@ -47,21 +46,15 @@ def create_app(settings: Settings | None = None, *, scheduler_client_: Any = Non
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine = create_engine(settings.database_url)
-        repository = ProgramSessionRepository(engine, settings.windows)
-        client = scheduler_client_
-        if client is None and settings.scheduler_enabled and settings.scheduler_target:
-            client = scheduler_client(
-                region_name=settings.aws_region, endpoint_url=settings.aws_endpoint_url
-            )
-        scheduler = JoinLinkScheduler(
-            AwsScheduler(client) if client is not None else None,
-            enabled=settings.scheduler_enabled,
-            target=settings.scheduler_target,
+        engine = bootstrap.build_engine(settings)
+        sessions = bootstrap.build_program_session_service(
+            settings,
+            engine,
+            scheduler if scheduler is not None else bootstrap.build_scheduler(settings),
         )
         app.state.engine = engine
-        app.state.sessions = ProgramSessionService(repository, scheduler)
-        metrics.watch_sessions(repository.count_by_status)
+        app.state.sessions = sessions
+        metrics.watch_sessions(sessions.count_by_status)
         try:
             yield
         finally:

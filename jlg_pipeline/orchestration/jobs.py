@@ -14,6 +14,7 @@ from dagster import (
     JobDefinition,
     OpExecutionContext,
     Output,
+    ResourceParam,
     RetryPolicy,
     RetryRequested,
     in_process_executor,
@@ -21,10 +22,11 @@ from dagster import (
     op,
 )
 
+from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT, MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
 from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
-from jlg_pipeline.orchestration.resources import DatabaseResource, RegistrarResource
+from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG, trigger_of
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.sweep import backfill_window, sweep_overdue_sessions
@@ -86,13 +88,13 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         context: OpExecutionContext,
         config: GenerateJoinLinksConfig,
         database: DatabaseResource,
-        registrar: RegistrarResource,
+        registrar: ResourceParam[BulkRegistrar],
     ) -> Output[None]:
         try:
             outcome = generate_for_session(
                 config.programSessionId,
                 repository=database.repository(),
-                registrar=registrar.registrar(database),
+                registrar=registrar,
                 trigger=trigger_of(context.run.tags),
                 role=config.role,
                 batch_size=config.batchSize,
@@ -137,7 +139,7 @@ def sweep_overdue_sessions_op(
     context: OpExecutionContext,
     config: SweepConfig,
     database: DatabaseResource,
-    registrar: RegistrarResource,
+    registrar: ResourceParam[BulkRegistrar],
 ) -> Output[None]:
     """Regenerates overdue, not-COMPLETED sessions; fails the run if any session failed."""
     repository = database.repository()
@@ -146,7 +148,7 @@ def sweep_overdue_sessions_op(
         partial(
             generate_for_session,
             repository=repository,
-            registrar=registrar.registrar(database),
+            registrar=registrar,
             trigger=trigger_of(context.run.tags, default=Trigger.CRON),
         ),
         config.batchLimit,
@@ -165,7 +167,9 @@ def join_link_fallback_sweep_job() -> None:
 
 @op(name="backfill_partition_sessions")
 def backfill_partition_sessions(
-    context: OpExecutionContext, database: DatabaseResource, registrar: RegistrarResource
+    context: OpExecutionContext,
+    database: DatabaseResource,
+    registrar: ResourceParam[BulkRegistrar],
 ) -> Output[None]:
     """Regenerates every due, not-COMPLETED session whose time falls in the partition's day."""
     window = context.partition_time_window
@@ -175,7 +179,7 @@ def backfill_partition_sessions(
         partial(
             generate_for_session,
             repository=repository,
-            registrar=registrar.registrar(database),
+            registrar=registrar,
             trigger=Trigger.BACKFILL,
         ),
         window.start,

@@ -1,60 +1,81 @@
-"""Thin ConfigurableResources handing out the plain adapters; nothing connects at import."""
+"""Thin Dagster resources handing out the plain adapters. They read nothing from the
+environment themselves: ``definitions.py`` configures them (secrets through ``EnvVar``, so
+the UI never shows them) and picks the registrar implementation per deployment."""
 
-import os
-from functools import lru_cache
+from collections.abc import Iterator
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, Field, InitResourceContext, StringSource, resource
+from pydantic import PrivateAttr
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.adapters.registrars.http import DEFAULT_TIMEOUT_S
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQueue, sqs_client
-from jlg_pipeline.bootstrap import build_registrar
-from jlg_pipeline.config import Settings, timing_windows
+from jlg_pipeline.domain.constants import GRACE_MS, STALE_MS, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
-
-_ENGINE_URLS: set[str] = set()
-
-
-@lru_cache(maxsize=4)
-def _engine(url: str) -> Engine:
-    # One pool per process (a run, or the code server evaluating sensor ticks).
-    _ENGINE_URLS.add(url)
-    return create_engine(url, pool_size=2, max_overflow=2)
-
-
-def dispose_engines() -> None:
-    """Close every cached pool (tests; a run's process otherwise closes them on exit)."""
-    for url in list(_ENGINE_URLS):
-        _engine(url).dispose()
-    _ENGINE_URLS.clear()
-    _engine.cache_clear()
 
 
 class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
-    """The application database (``JLG_DATABASE_URL``)."""
+    """The application database; one small pool per run, closed when the run ends."""
 
     url: str
+    grace_ms: int = GRACE_MS
+    stale_ms: int = STALE_MS
+
+    _engine: Engine | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._engine = create_engine(self.url, pool_size=2, max_overflow=2)
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
     def engine(self) -> Engine:
-        return _engine(self.url)
+        if self._engine is None:
+            raise ConfigError("the database resource is used outside a run")
+        return self._engine
 
     def repository(self) -> ProgramSessionRepository:
-        return ProgramSessionRepository(self.engine(), timing_windows())
+        windows = TimingWindows(grace_ms=self.grace_ms, stale_ms=self.stale_ms)
+        return ProgramSessionRepository(self.engine(), windows)
 
 
-class RegistrarResource(ConfigurableResource):  # type: ignore[type-arg]
-    """bulkRegister as ``JLG_REGISTRAR`` selects (``local`` by default, or ``http`` with
-    ``JLG_ONLINE_SESSION_URL`` and ``JLG_ONLINE_SESSION_TOKEN``), read when a run uses it."""
+@resource(
+    required_resource_keys={"database"},
+    description="bulkRegister by the embedded registrar, in the application database.",
+)
+def local_registrar(context: InitResourceContext) -> BulkRegistrar:
+    # Imported here: a deployment on the HTTP registrar never loads the local one.
+    from jlg_pipeline.adapters.registrars.local import LocalRegistrar
 
-    def registrar(self, database: DatabaseResource) -> BulkRegistrar:
-        return build_registrar(Settings.from_env(), database.engine())
+    database: DatabaseResource = context.resources.database
+    return LocalRegistrar(database.engine())
+
+
+@resource(
+    config_schema={
+        "url": Field(StringSource, description="JLG_ONLINE_SESSION_URL"),
+        "token": Field(StringSource, description="JLG_ONLINE_SESSION_TOKEN; give it as {env: …}"),
+        "timeout_s": Field(float, default_value=DEFAULT_TIMEOUT_S),
+    },
+    description="bulkRegister over HTTP against the online-session service; the client is "
+    "closed when the run ends.",
+)
+def http_registrar(context: InitResourceContext) -> Iterator[BulkRegistrar]:
+    from jlg_pipeline.adapters.registrars.http import HttpRegistrar
+
+    config = context.resource_config
+    with HttpRegistrar(config["url"], config["token"], timeout_s=config["timeout_s"]) as registrar:
+        yield registrar
 
 
 class SqsQueueResource(ConfigurableResource):  # type: ignore[type-arg]
-    """The JOIN_LINK_GENERATION queue. ``queue_url`` defaults to ``JLG_SQS_QUEUE_URL``, read
-    when the sensor needs it, so a deployment with the real-time path off needs no queue."""
+    """The JOIN_LINK_GENERATION queue. ``queue_url`` is None in a deployment without one
+    (the real-time path off); the sensor then says so if it is turned on."""
 
     queue_url: str | None = None
     visibility_timeout_seconds: int = DEFAULT_VISIBILITY_TIMEOUT_S
@@ -64,8 +85,9 @@ class SqsQueueResource(ConfigurableResource):  # type: ignore[type-arg]
     """How long a tick's first receive waits for a message to arrive (SQS long polling)."""
 
     def queue(self) -> SqsQueue:
-        url = self.queue_url or os.environ.get("JLG_SQS_QUEUE_URL")
-        if not url:
+        if not self.queue_url:
             raise ConfigError("JLG_SQS_QUEUE_URL is not set; the SQS sensor cannot poll")
         # Region and endpoint come from the standard AWS_* variables, as boto3 reads them.
-        return SqsQueue(sqs_client(), url, visibility_timeout=self.visibility_timeout_seconds)
+        return SqsQueue(
+            sqs_client(), self.queue_url, visibility_timeout=self.visibility_timeout_seconds
+        )

@@ -26,6 +26,10 @@ class ProgramSessionService:
         self._repository = repository
         self._scheduler = scheduler
 
+    def count_by_status(self) -> dict[str, int]:
+        """Sessions that are not soft-deleted, by link-generation status (for metrics)."""
+        return self._repository.count_by_status()
+
     def get_link_generation(self, session_id: int) -> LinkGenerationState:
         state = self._repository.get_state(session_id)
         if state is None or state.deleted:

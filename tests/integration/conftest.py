@@ -4,7 +4,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from jlg_pipeline.orchestration.resources import dispose_engines
 from tests.support.web import Aws
 
 
@@ -26,9 +25,3 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
             "QueueArn"
         ]
         yield Aws(boto3.client("scheduler", region_name="us-east-1"), sqs, url, arn)
-
-
-@pytest.fixture(autouse=True)
-def _dispose_cached_engines() -> Iterator[None]:
-    yield
-    dispose_engines()

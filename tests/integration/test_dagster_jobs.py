@@ -18,7 +18,6 @@ from jlg_pipeline.orchestration.jobs import (
 )
 from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
-from tests.support.dagster import fake_registrar
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.online_session import Answer, online_session_service
@@ -38,7 +37,7 @@ def _run(
 ) -> Any:
     return job.execute_in_process(
         run_config=run_config,
-        resources={"database": DatabaseResource(url=db_url), "registrar": fake_registrar(fake)},
+        resources={"database": DatabaseResource(url=db_url), "registrar": fake},
         instance=DagsterInstance.ephemeral(),
         tags=tags,
         partition_key=partition_key,
@@ -228,7 +227,7 @@ def _http_run(db_url: str, url: str, sid: int, timeout_s: float = 5.0) -> Any:
             run_config=_generate_config(sid),
             resources={
                 "database": DatabaseResource(url=db_url),
-                "registrar": fake_registrar(registrar),
+                "registrar": registrar,
             },
             instance=DagsterInstance.ephemeral(),
             tags={TRIGGER_TAG: "event"},

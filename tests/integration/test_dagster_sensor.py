@@ -23,7 +23,6 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.jobs import build_generation_job
 from jlg_pipeline.orchestration.resources import DatabaseResource, SqsQueueResource
 from jlg_pipeline.orchestration.sensors import build_sqs_sensor
-from tests.support.dagster import fake_registrar
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.web import Aws
@@ -264,7 +263,7 @@ def test_duplicates_get_distinct_run_keys_and_generate_once(
         run = job.execute_in_process(
             run_config=request.run_config,
             tags=request.tags,
-            resources={"database": DatabaseResource(url=db_url), "registrar": fake_registrar(fake)},
+            resources={"database": DatabaseResource(url=db_url), "registrar": fake},
             instance=DagsterInstance.ephemeral(),
         )
         output = next(

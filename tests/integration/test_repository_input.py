@@ -6,11 +6,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from jlg_pipeline.adapters.registrars.http import HttpRegistrar
-from jlg_pipeline.adapters.registrars.local import LocalRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.bootstrap import build_registrar
-from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from tests.support.factories import create_session, force_state, session_row
@@ -43,19 +39,3 @@ def test_bad_input_raises_invalid_input_and_writes_nothing(
     with pytest.raises(InvalidInput):
         getattr(repository, method)(*call_args)
     assert session_row(engine, sid) == before
-
-
-def test_registrar_is_chosen_by_configuration(engine: Engine) -> None:
-    assert isinstance(build_registrar(Settings.from_env({}), engine), LocalRegistrar)
-    http = build_registrar(
-        Settings.from_env(
-            {
-                "JLG_REGISTRAR": "http",
-                "JLG_ONLINE_SESSION_URL": "http://127.0.0.1:9",
-                "JLG_ONLINE_SESSION_TOKEN": "t",
-            }
-        ),
-        engine,
-    )
-    assert isinstance(http, HttpRegistrar)
-    http.close()

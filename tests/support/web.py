@@ -6,6 +6,7 @@ from typing import Any
 import jwt
 from starlette.testclient import TestClient
 
+from jlg_pipeline.adapters.aws_scheduler import AwsScheduler
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.schedule import ScheduleTarget
 from jlg_pipeline.tokens import mint_token
@@ -35,8 +36,10 @@ def settings_for(db_url: str, queue_arn: str | None, **overrides: Any) -> Settin
 
 
 def client_for(settings: Settings, scheduler_client: Any = None) -> TestClient:
-    app = create_app(settings, scheduler_client_=scheduler_client)
-    return TestClient(app, raise_server_exceptions=False)
+    """The served app; ``scheduler_client`` (a boto3 scheduler client, moto's or a recording
+    or failing one) backs the real EventBridge adapter in place of the one settings build."""
+    scheduler = AwsScheduler(scheduler_client) if scheduler_client is not None else None
+    return TestClient(create_app(settings, scheduler=scheduler), raise_server_exceptions=False)
 
 
 def admin_headers(user_id: int = 7, **extra: str) -> dict[str, str]:

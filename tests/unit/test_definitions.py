@@ -1,0 +1,57 @@
+"""The Dagster composition root: every job, sensor and schedule resolves with its resources,
+the registrar is chosen per deployment, and secrets stay EnvVars (never shown in the UI)."""
+
+import pytest
+from dagster import Definitions
+
+from jlg_pipeline.definitions import build_definitions, build_resources
+from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.orchestration.resources import http_registrar, local_registrar
+
+LOCAL = {"JLG_DATABASE_URL": "postgresql://x@127.0.0.1:1/x"}
+HTTP = {
+    **LOCAL,
+    "JLG_REGISTRAR": "http",
+    "JLG_ONLINE_SESSION_URL": "http://127.0.0.1:9",
+    "JLG_ONLINE_SESSION_TOKEN": "svc-token",
+    "JLG_ONLINE_SESSION_TIMEOUT_S": "30",
+    "JLG_SQS_QUEUE_URL": "http://127.0.0.1:9/q",
+}
+
+
+@pytest.mark.parametrize("environ", [LOCAL, HTTP], ids=["local", "http"])
+def test_every_job_sensor_and_schedule_resolves(environ: dict[str, str]) -> None:
+    defs = build_definitions(environ)
+    Definitions.validate_loadable(defs)
+    for job in (
+        "join_link_generation_job",
+        "join_link_fallback_sweep_job",
+        "join_link_backfill_job",
+    ):
+        assert defs.resolve_job_def(job).name == job
+    assert defs.resolve_sensor_def("join_link_sqs_sensor").job_name == "join_link_generation_job"
+    assert defs.resolve_schedule_def("join_link_fallback_schedule").job_name == (
+        "join_link_fallback_sweep_job"
+    )
+
+
+def test_the_registrar_is_chosen_per_deployment() -> None:
+    assert build_resources(LOCAL)["registrar"] is local_registrar
+    http = build_resources(HTTP)["registrar"]
+    assert http.description == http_registrar.description
+    # What the UI shows as the resource's config names the variables, not their values.
+    configured = http.config_schema._invoke_user_config_fn({})["config"]
+    assert configured["token"] == {"env": "JLG_ONLINE_SESSION_TOKEN"}
+    assert configured["url"] == {"env": "JLG_ONLINE_SESSION_URL"}
+    assert configured["timeout_s"] == 30.0
+
+
+def test_a_deployment_without_a_queue_loads() -> None:
+    assert build_resources(LOCAL)["sqs_queue"].queue_url is None
+
+
+def test_an_unusable_configuration_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError, match="JLG_ONLINE_SESSION_TOKEN"):
+        build_resources({**LOCAL, "JLG_REGISTRAR": "http", "JLG_ONLINE_SESSION_URL": "http://x"})
+    with pytest.raises(ConfigError, match="JLG_TEST_STALE_MS"):
+        build_resources({**LOCAL, "JLG_TEST_STALE_MS": "5"})
