@@ -1,10 +1,12 @@
 """Fakes of the external seams, each on the same protocol as the real adapter and recording
-what it was asked: bulkRegister (the online-session service) and the SQS queue."""
+what it was asked: bulkRegister (the online-session service), the SQS queue and EventBridge
+Scheduler."""
 
 import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
@@ -81,3 +83,27 @@ class FakeQueue:
 
     def expire_visibility(self) -> None:
         self.hidden.clear()
+
+
+@dataclass
+class FakeScheduler:
+    """EventBridge Scheduler on the Scheduler protocol: keeps schedules by name, records every
+    call, and raises ``error`` (a throttle, AWS down) when it is set."""
+
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    error: Exception | None = None
+
+    def upsert(self, request: dict[str, Any]) -> Literal["updated", "created"]:
+        self.calls.append(("upsert", request["Name"]))
+        if self.error is not None:
+            raise self.error
+        existed = request["Name"] in self.schedules
+        self.schedules[request["Name"]] = request
+        return "updated" if existed else "created"
+
+    def delete(self, name: str, group_name: str) -> bool:
+        self.calls.append(("delete", name))
+        if self.error is not None:
+            raise self.error
+        return self.schedules.pop(name, None) is not None

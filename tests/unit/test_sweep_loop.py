@@ -1,0 +1,48 @@
+"""The sweep's loop without I/O: every candidate through the gate, one at a time; a failing
+or broken session never stops the rest, and the report counts each outcome."""
+
+import logging
+from datetime import UTC, datetime
+
+import pytest
+
+from jlg_pipeline.domain.errors import RetryableGenerationFailed
+from jlg_pipeline.domain.models import DueSession, GenerationOutcome, GenerationResult
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.services.sweep import generate_each
+from tests.support.logs import fields_of
+
+AT = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _due(*ids: int) -> list[DueSession]:
+    return [DueSession(i, AT, LinkGenerationStatus.SCHEDULED) for i in ids]
+
+
+def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[int] = []
+
+    def generate(session_id: int) -> GenerationOutcome:
+        seen.append(session_id)
+        if session_id == 2:
+            raise RetryableGenerationFailed("503", session_id=2, attempt=1, retryable=True)
+        if session_id == 3:
+            raise KeyError("a bug")
+        result = GenerationResult.SKIPPED if session_id == 4 else GenerationResult.COMPLETED
+        return GenerationOutcome(session_id, result)
+
+    with caplog.at_level(logging.ERROR):
+        report = generate_each(_due(1, 2, 3, 4, 5), generate, left_behind=7)
+
+    assert seen == [1, 2, 3, 4, 5]
+    assert (report.found, report.completed, report.skipped, report.failed) == (5, 2, 1, 2)
+    assert report.failed_session_ids == (2, 3)
+    assert report.left_behind == 7
+    assert [f["session_id"] for f in fields_of(caplog, "sweep.session_error")] == [3]
+
+
+def test_nothing_to_do() -> None:
+    report = generate_each([], lambda _: pytest.fail("nothing to generate"), left_behind=0)
+    assert (report.found, report.completed, report.failed) == (0, 0, 0)
