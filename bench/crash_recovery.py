@@ -19,9 +19,7 @@ import json
 import os
 import signal
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,58 +36,9 @@ from bench.common import (
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 
 STALE_MS = 3000
-
-
-class OnlineSession:
-    """A fake online-session service: the first bulkRegister of a session is held until the
-    trial releases it; later calls answer at once. Job ids say which call they answered."""
-
-    def __init__(self) -> None:
-        self.calls: dict[int, int] = {}
-        self.arrived: dict[int, threading.Event] = {}
-        self.release: dict[int, threading.Event] = {}
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                sid = int(body["sessionId"])
-                with outer.lock:
-                    outer.calls[sid] = call = outer.calls.get(sid, 0) + 1
-                    arrived = outer.arrived.setdefault(sid, threading.Event())
-                    release = outer.release.setdefault(sid, threading.Event())
-                if call == 1:
-                    arrived.set()
-                    release.wait(120)
-                payload = json.dumps({"jobId": f"job-{sid}-{call}", "total": 10}).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except OSError:
-                    pass  # the caller was killed
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.1,), daemon=True).start()
-
-    def wait_first_call(self, sid: int, timeout: float) -> bool:
-        with self.lock:
-            arrived = self.arrived.setdefault(sid, threading.Event())
-        return arrived.wait(timeout)
-
-    def release_first_call(self, sid: int) -> None:
-        with self.lock:
-            self.release.setdefault(sid, threading.Event()).set()
 
 
 def _row(engine: Engine, sid: int) -> dict[str, Any]:
@@ -114,7 +63,7 @@ def _sweep(env: dict[str, str]) -> None:
         raise RuntimeError(f"the sweep run failed: {err[-2000:]}")
 
 
-def trial(engine: Engine, service: OnlineSession, env: dict[str, str], zombie: bool) -> str:
+def trial(engine: Engine, service: OnlineSessionService, env: dict[str, str], zombie: bool) -> str:
     """One trial; returns 'recovered', 'overwritten' or what went wrong instead."""
     sid = add_sessions(engine, 1, due=True)[0]
     config = Path(env["TMPDIR"]) / f"run-{sid}.yaml"
@@ -138,18 +87,18 @@ def trial(engine: Engine, service: OnlineSession, env: dict[str, str], zombie: b
         ):
             return f"not recovered: {recovered}"
         if zombie:
-            service.release_first_call(sid)
+            service.release(sid)
             os.killpg(run.pid, signal.SIGCONT)
             _, err = run.communicate(timeout=60)
-            if service.calls[sid] != 2:
-                return f"{service.calls[sid]} bulkRegister calls"
+            if service.calls_for(sid) != 2:
+                return f"{service.calls_for(sid)} bulkRegister calls"
             if _row(engine, sid) != recovered:
                 return "overwritten"
             if b"generation.superseded" not in err:
                 return "the resumed run never tried to mark"
         return "recovered"
     finally:
-        service.release_first_call(sid)
+        service.release(sid)
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             os.killpg(run.pid, signal.SIGCONT)
@@ -161,8 +110,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--zombies", type=int, default=20)
     args = parser.parse_args()
-    service = OnlineSession()
     with (
+        online_session_service(hold_first_call=True) as service,
         bench_database("jlg_bench_crash") as url,
         bench_database("jlg_bench_crash_dagster", migrated=False) as dagster_url,
         tempfile.TemporaryDirectory(prefix="jlg-bench-crash-") as home,
@@ -196,7 +145,6 @@ def main() -> None:
                 )
             )
         engine.dispose()
-    service.server.shutdown()
     table(
         f"Crash recovery through real Dagster runs ({machine()})",
         rows,

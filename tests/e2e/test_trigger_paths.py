@@ -3,11 +3,9 @@ sweep when no event is sent, crash recovery by stale reclaim, and duplicate deli
 
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from sqlalchemy import Engine, func, select
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 from tests.e2e.conftest import Stack
 from tests.support.factories import add_registrations, create_session, force_state
 
@@ -74,47 +73,10 @@ def test_without_the_event_the_sweep_completes_after_grace(
     assert _bulk_jobs(engine, sid) == 1
 
 
-class BlockingOnlineSession:
-    """A fake online-session service: the first bulkRegister hangs, later ones answer."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.client_ports: list[int] = []
-        self.first_arrived = threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                outer.calls += 1
-                outer.client_ports.append(self.client_address[1])
-                if outer.calls == 1:
-                    outer.first_arrived.set()
-                    time.sleep(120)  # the run is killed meanwhile
-                body = f'{{"jobId": "job-{outer.calls}", "total": 10}}'.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.1,), daemon=True).start()
-
-
 @pytest.fixture
-def online_session() -> Iterator[BlockingOnlineSession]:
-    service = BlockingOnlineSession()
-    try:
+def online_session() -> Iterator[OnlineSessionService]:
+    with online_session_service(hold_first_call=True) as service:
         yield service
-    finally:
-        service.server.shutdown()
-        service.server.server_close()
 
 
 def _pid_owning_local_port(port: int) -> int | None:
@@ -139,7 +101,7 @@ def _pid_owning_local_port(port: int) -> int | None:
 
 
 def test_killed_run_is_reclaimed_after_the_stale_window(
-    engine: Engine, start_stack: Callable[..., Stack], online_session: BlockingOnlineSession
+    engine: Engine, start_stack: Callable[..., Stack], online_session: OnlineSessionService
 ) -> None:
     stack = start_stack(
         JLG_REGISTRAR="http",
@@ -150,8 +112,8 @@ def test_killed_run_is_reclaimed_after_the_stale_window(
     )
     sid = _session(engine)
     assert stack.patch(sid, datetime.now(UTC) + timedelta(seconds=2)).status_code == 200
-    assert online_session.first_arrived.wait(90), stack.log_tail()
-    worker = _pid_owning_local_port(online_session.client_ports[0])
+    assert online_session.wait_first_call(sid, 90), stack.log_tail()
+    worker = _pid_owning_local_port(online_session.received[0]["client_port"])
     assert worker is not None, "the run worker is inside bulkRegister"
     os.kill(worker, signal.SIGKILL)
     time.sleep(1)
@@ -163,7 +125,7 @@ def test_killed_run_is_reclaimed_after_the_stale_window(
 
     row = stack.wait_for(sid, "COMPLETED")
     assert row["link_generation_attempt"] == 2
-    assert row["link_generation_job_id"] == "job-2"
+    assert row["link_generation_job_id"] == f"job-{sid}-2"
     assert online_session.calls == 2
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.jobs import (
     build_generation_job,
     join_link_backfill_job,
@@ -20,7 +21,6 @@ from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
-from tests.support.online_session import Answer, online_session_service
 
 S = LinkGenerationStatus
 FAST_RETRIES = build_generation_job(retry_delay_seconds=0)

@@ -9,8 +9,8 @@ import pytest
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from tests.support.net import free_port
-from tests.support.online_session import Answer, OnlineSessionService, online_session_service
 
 TOKEN = "svc-token-7f3a9c"
 
@@ -31,7 +31,7 @@ def test_success_sends_the_pinned_request(service: OnlineSessionService) -> None
             BulkRegisterRequest(7, role="attendee", batch_size=50, actor_user_id=3)
         )
         registrar.bulk_register(BulkRegisterRequest(8))
-    assert (result.job_id, result.total) == ("job-9", 14)
+    assert (result.job_id, result.total) == ("job-7-1", 10)
     first, second = service.received
     assert first["path"] == "/online-session/bulk-register"
     assert first["auth"] == f"Bearer {TOKEN}"

@@ -1,0 +1,137 @@
+"""LOCAL ONLY: a stand-in for the online-session service on a real local HTTP server, for
+tests and benchmarks of the HTTP registrar. It answers bulkRegister as scripted (status,
+body, delay, a trickling answer, Retry-After, an echo of our request), can hold each
+session's first call until released (a run stopped or killed inside bulkRegister), and
+records what it was sent."""
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HOLD_LIMIT_S = 120.0
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: bytes | None = None
+    """None: ``{"jobId": "job-<session>-<call>", "total": 10}``, naming the call it answers."""
+    delay: float = 0.0
+    """Seconds before the answer starts."""
+    trickle_interval: float = 0.0
+    """When set, the body is sent one byte at a time with this pause between bytes."""
+    headers: dict[str, str] = field(default_factory=dict)
+    echo_request: bool = False
+    """Answer with the request's headers in the body, as a careless service might."""
+
+
+@dataclass
+class OnlineSessionService:
+    url: str = ""
+    answer: Answer = field(default_factory=Answer)
+    queue: list[Answer] = field(default_factory=list)
+    """Answers used first, one per call; ``answer`` once it is empty."""
+    hold_first_call: bool = False
+    """Hold each session's first call until :meth:`release` (or HOLD_LIMIT_S)."""
+    received: list[dict[str, Any]] = field(default_factory=list)
+    _calls: dict[int, int] = field(default_factory=dict)
+    _arrived: dict[int, threading.Event] = field(default_factory=dict)
+    _released: dict[int, threading.Event] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def calls(self) -> int:
+        return len(self.received)
+
+    def calls_for(self, session_id: int) -> int:
+        with self._lock:
+            return self._calls.get(session_id, 0)
+
+    def wait_first_call(self, session_id: int, timeout: float) -> bool:
+        return self._event(self._arrived, session_id).wait(timeout)
+
+    def release(self, session_id: int) -> None:
+        self._event(self._released, session_id).set()
+
+    def _event(self, events: dict[int, threading.Event], session_id: int) -> threading.Event:
+        with self._lock:
+            return events.setdefault(session_id, threading.Event())
+
+    def _take(self, request: dict[str, Any], session_id: int) -> tuple[int, Answer]:
+        with self._lock:
+            self.received.append(request)
+            call = self._calls[session_id] = self._calls.get(session_id, 0) + 1
+            answer = self.queue.pop(0) if self.queue else self.answer
+        if self.hold_first_call and call == 1:
+            self._event(self._arrived, session_id).set()
+            self._event(self._released, session_id).wait(HOLD_LIMIT_S)
+        return call, answer
+
+
+def _handler(service: OnlineSessionService) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            payload = json.loads(raw) if raw else None
+            sent_id = payload.get("sessionId") if isinstance(payload, dict) else None
+            session_id = sent_id if isinstance(sent_id, int) else 0
+            request = {
+                "path": self.path,
+                "auth": self.headers.get("Authorization"),
+                "headers": dict(self.headers.items()),
+                "json": payload,
+                "client_port": self.client_address[1],
+            }
+            call, answer = service._take(request, session_id)
+            body = answer.body
+            if body is None:
+                body = json.dumps({"jobId": f"job-{session_id}-{call}", "total": 10}).encode()
+            if answer.echo_request:
+                body = json.dumps(
+                    {"message": "bad request", "request": request["headers"]}
+                ).encode()
+            time.sleep(answer.delay)
+            try:
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                if answer.trickle_interval:
+                    for i in range(len(body)):
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(answer.trickle_interval)
+                else:
+                    self.wfile.write(body)
+            except OSError:
+                pass  # the caller gave up or was killed: what a real service would see
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def online_session_service(*, hold_first_call: bool = False) -> Iterator[OnlineSessionService]:
+    """The stand-in on 127.0.0.1 at a free port, stopped (and held calls released) after."""
+    service = OnlineSessionService(hold_first_call=hold_first_call)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(service))
+    httpd.daemon_threads = True
+    service.url = f"http://127.0.0.1:{httpd.server_address[1]}/"
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield service
+    finally:
+        for event in list(service._released.values()):
+            event.set()
+        httpd.shutdown()
+        httpd.server_close()
