@@ -22,10 +22,11 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from bench.common import add_sessions, bench_database, free_port, machine, table
+from bench.common import add_sessions, bench_database, machine, table
 from bench.front_door import admin_headers, app_env, serve
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import start_moto
+from jlg_pipeline.local.ports import free_port
 
 CONTRACT = (status_code_conformance, content_type_conformance, response_schema_conformance)
 

@@ -2,7 +2,6 @@
 
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -13,25 +12,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import normalize_url
-from jlg_pipeline.cli import migrate
 from jlg_pipeline.local.aws import LocalAws, connect_moto
+from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.local.postgres import create_database, drop_database
+from jlg_pipeline.migrate import migrate
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-def _libpq(url: str) -> str:
-    return (
-        make_url(normalize_url(url))
-        .set(drivername="postgresql")
-        .render_as_string(hide_password=False)
-    )
 
 
 @contextmanager
@@ -40,16 +32,13 @@ def bench_database(prefix: str, *, migrated: bool = True) -> Iterator[str]:
     ``JLG_BENCH_ADMIN_DATABASE_URL`` (default: the local server); dropped afterwards."""
     admin = normalize_url(os.environ.get("JLG_BENCH_ADMIN_DATABASE_URL", LOCAL_SERVER))
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    url = create_database(admin, name)
     try:
         if migrated:
             migrate(url)
         yield url
     finally:
-        with psycopg.connect(_libpq(admin), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(admin, name)
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -73,13 +62,6 @@ def table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> N
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in rows:
         print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 @contextmanager

@@ -22,13 +22,13 @@ from bench.common import (
     ROOT,
     add_sessions,
     bench_database,
-    free_port,
     machine,
     moto_process,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import LocalAws
+from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.tokens import mint_token
 
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only

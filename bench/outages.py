@@ -35,7 +35,6 @@ from bench.common import (
     bench_database,
     dagster_env,
     execute_job,
-    free_port,
     generated_twice,
     machine,
     status_counts,
@@ -44,8 +43,9 @@ from bench.common import (
 )
 from bench.front_door import SECRET, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
-from jlg_pipeline.cli import migrate
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
+from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.migrate import migrate
 
 STALE_MS = 3000
 GRACE_MS = 1000

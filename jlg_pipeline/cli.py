@@ -4,61 +4,13 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import inspect
 from sqlalchemy.exc import OperationalError
 
-import migrations
-from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import ConfigError, JlgError
+from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate
 from jlg_pipeline.tokens import mint_token
-
-HOST_TABLE_REVISION = "0001_host_tables"
-REQUIRED_HOST_COLUMNS = {
-    "hdb_program_session": {"id", "program_id", "updated_at", "updated_by", "deleted_at"},
-    "hdb_online_session": {"id", "program_id", "program_session_id", "template"},
-}
-
-
-def alembic_config(database_url: str) -> Config:
-    config = Config()
-    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
-    config.attributes["database_url"] = normalize_url(database_url)
-    return config
-
-
-def migrate(database_url: str, revision: str = "head", *, adopt: bool = False) -> None:
-    """Upgrade to ``revision``. With ``adopt``, a brownfield database whose host tables exist
-    is first stamped past the host-table revision, so only the additive one runs."""
-    config = alembic_config(database_url)
-    if adopt:
-        _check_brownfield(database_url)
-        command.stamp(config, HOST_TABLE_REVISION)
-    command.upgrade(config, revision)
-
-
-def downgrade(database_url: str, revision: str) -> None:
-    command.downgrade(alembic_config(database_url), revision)
-
-
-def _check_brownfield(database_url: str) -> None:
-    engine = create_engine(database_url)
-    try:
-        inspector = inspect(engine)
-        if inspector.has_table("alembic_version"):
-            raise JlgError("--adopt is for a database without migration history; run `jlg migrate`")
-        for table, needed in REQUIRED_HOST_COLUMNS.items():
-            if not inspector.has_table(table):
-                raise JlgError(f"--adopt needs the host table {table}; it does not exist")
-            missing = needed - {c["name"] for c in inspector.get_columns(table)}
-            if missing:
-                raise JlgError(f"host table {table} lacks columns {sorted(missing)}")
-    finally:
-        engine.dispose()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "dev":
             from jlg_pipeline.local.stack import run_dev
 
-            return run_dev(Path(migrations.__file__).resolve().parent.parent)
+            return run_dev(REPOSITORY_ROOT)
         settings = Settings.from_env()
         if args.command == "token":
             settings.require_jwt_key()

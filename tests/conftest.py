@@ -9,7 +9,7 @@ from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.cli import migrate
+from jlg_pipeline.migrate import migrate
 from tests.support import postgres
 
 

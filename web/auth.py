@@ -148,5 +148,6 @@ def admin_only(endpoint: Endpoint) -> Endpoint:
 def actor_id(request: Request) -> int:
     """The acting user for ``updated_by``: from the token, never from the body."""
     user = request.user
-    assert isinstance(user, Principal)
+    if not isinstance(user, Principal):
+        raise TypeError("actor_id is for endpoints behind admin_only")
     return user.user_id

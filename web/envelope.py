@@ -80,7 +80,8 @@ def error(
 
 
 async def http_exception(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
+    if not isinstance(exc, HTTPException):
+        return await unexpected(request, exc)
     if exc.status_code == 404:
         return error(404, f"no route {request.url.path}")
     if exc.status_code == 405:

@@ -62,9 +62,3 @@ class SqsQueue:
             )
             failed += [chunk[int(f["Id"])].message_id for f in answer.get("Failed", [])]
         return failed
-
-    def send(self, body: str) -> str:
-        """Used by the local stand-in for EventBridge delivery and by tests."""
-        return str(
-            self._client.send_message(QueueUrl=self.queue_url, MessageBody=body)["MessageId"]
-        )

@@ -1,4 +1,5 @@
-"""LOCAL ONLY: the dev stack's PostgreSQL, embedded (pgserver) unless URLs are given."""
+"""LOCAL ONLY: PostgreSQL plumbing for the dev stack, the tests and the benchmarks: the
+embedded server (pgserver) unless URLs are given, and creating and dropping databases."""
 
 import logging
 import warnings
@@ -31,7 +32,8 @@ class LocalPostgres:
             self.server = None
 
 
-def _libpq(url: str) -> str:
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy URL as libpq (psycopg.connect) takes it."""
     return (
         make_url(normalize_url(url))
         .set(drivername="postgresql")
@@ -39,8 +41,37 @@ def _libpq(url: str) -> str:
     )
 
 
+def with_database(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def reachable(url: str) -> bool:
+    try:
+        with psycopg.connect(libpq_url(url), connect_timeout=3):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def admin_execute(admin_url: str, *statements: str) -> None:
+    with psycopg.connect(libpq_url(admin_url), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def create_database(admin_url: str, name: str, template: str | None = None) -> str:
+    """Create database ``name`` (from ``template`` if given); its URL."""
+    clause = f' TEMPLATE "{template}"' if template else ""
+    admin_execute(admin_url, f'CREATE DATABASE "{name}"{clause}')
+    return with_database(admin_url, name)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    admin_execute(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def _ensure_database(admin_url: str, name: str) -> None:
-    with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(admin_url), autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')

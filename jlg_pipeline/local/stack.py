@@ -12,7 +12,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,13 +23,14 @@ from typing import BinaryIO
 import httpx
 
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.cli import migrate
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import aws as local_aws
 from jlg_pipeline.local import postgres as local_postgres
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
+from jlg_pipeline.local.ports import require_free
 from jlg_pipeline.local.seed import seed_demo
 from jlg_pipeline.log import configure_logging
+from jlg_pipeline.migrate import migrate
 from jlg_pipeline.tokens import mint_token
 
 logger = logging.getLogger(__name__)
@@ -90,16 +90,6 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(process.pid, sig)
 
 
-def _require_free(port: int, what: str) -> None:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            raise ConfigError(
-                f"port {port} for {what} is taken; set the matching JLG_*_PORT"
-            ) from None
-
-
 def private_dir(path: Path) -> Path:
     """A folder only its owner can enter, created so from the start (and tightened if an
     earlier version left it open)."""
@@ -148,7 +138,7 @@ def run_dev(root: Path) -> int:
     data = private_dir(root / ".data")
     logs = private_dir(data / "logs")
     for port, what in ((ports.web, "the web app"), (ports.dagster, "the Dagster webserver")):
-        _require_free(port, what)
+        require_free(port, what)
 
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -168,7 +158,7 @@ def run_dev(root: Path) -> int:
             if not os.environ.get("JLG_SQS_QUEUE_URL"):
                 raise ConfigError("with AWS_ENDPOINT_URL set, JLG_SQS_QUEUE_URL must be set too")
         else:
-            _require_free(ports.moto, "the moto server")
+            require_free(ports.moto, "the moto server")
             aws = local_aws.start_moto(ports.moto)
             env.update(aws.env)
             env.update(

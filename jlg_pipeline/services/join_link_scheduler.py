@@ -39,7 +39,10 @@ class JoinLinkScheduler:
         self._enabled = enabled
         self._target = target
 
-    def _skip(self, session_id: int, operation: str) -> ScheduleAction | None:
+    def _ready(
+        self, session_id: int, operation: str
+    ) -> tuple[Scheduler, ScheduleTarget] | ScheduleAction:
+        """The adapter and target to call, or why nothing is called (logged)."""
         if not self._enabled:
             log_event(
                 logger,
@@ -60,18 +63,18 @@ class JoinLinkScheduler:
                 reason="AWS_SCHEDULER_TARGET_QUEUE_ARN or AWS_SCHEDULER_EXECUTION_ROLE_ARN unset",
             )
             return ScheduleAction.UNCONFIGURED
-        return None
+        return self._scheduler, self._target
 
     def create_link_schedule(
         self, session_id: int, fire_at: datetime, actor_user_id: int | None
     ) -> ScheduleAction:
-        skipped = self._skip(session_id, "upsert")
-        if skipped is not None:
-            return skipped
-        assert self._scheduler is not None and self._target is not None  # noqa: PT018
-        request = schedule_request(session_id, fire_at, actor_user_id, self._target)
+        ready = self._ready(session_id, "upsert")
+        if isinstance(ready, ScheduleAction):
+            return ready
+        scheduler, target = ready
+        request = schedule_request(session_id, fire_at, actor_user_id, target)
         try:
-            action = ScheduleAction(self._scheduler.upsert(request))
+            action = ScheduleAction(scheduler.upsert(request))
         except Exception as exc:  # noqa: BLE001 - best effort: the sweep is the net
             return self._failed(session_id, "upsert", exc)
         log_event(
@@ -85,13 +88,13 @@ class JoinLinkScheduler:
         return action
 
     def delete_link_schedule(self, session_id: int) -> ScheduleAction:
-        skipped = self._skip(session_id, "delete")
-        if skipped is not None:
-            return skipped
-        assert self._scheduler is not None and self._target is not None  # noqa: PT018
+        ready = self._ready(session_id, "delete")
+        if isinstance(ready, ScheduleAction):
+            return ready
+        scheduler, target = ready
         name = schedule_name(session_id)
         try:
-            existed = self._scheduler.delete(name, self._target.group_name)
+            existed = scheduler.delete(name, target.group_name)
         except Exception as exc:  # noqa: BLE001 - best effort: a stray event loses its claim
             return self._failed(session_id, "delete", exc)
         action = ScheduleAction.DELETED if existed else ScheduleAction.ABSENT

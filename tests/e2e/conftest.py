@@ -23,9 +23,9 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
+from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.stack import Children
 from tests.support.factories import session_row
-from tests.support.net import free_port
 from tests.support.secrets import find_secrets
 from tests.support.web import SECRET, admin_headers
 

@@ -12,7 +12,8 @@ from sqlalchemy.exc import IntegrityError
 
 from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.adapters.tables import metadata, online_session, program_session
-from jlg_pipeline.cli import main, migrate
+from jlg_pipeline.cli import main
+from jlg_pipeline.migrate import migrate
 from tests.support import postgres
 
 

@@ -3,13 +3,14 @@ other (status, action) pair leaves the row exactly as it was."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 
 import pytest
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Claim, SetOutcome
-from jlg_pipeline.domain.status import ALLOWED_TRANSITIONS, LinkGenerationStatus, Transition
+from jlg_pipeline.domain.status import LinkGenerationStatus
 from tests.support.factories import create_session, force_state, session_row
 
 S = LinkGenerationStatus
@@ -25,6 +26,34 @@ STARTS = [
     (S.COMPLETED, FRESH),
     (S.FAILED, FRESH),
 ]
+
+
+class Transition(StrEnum):
+    """What moves a session from one status to another."""
+
+    ARM = "arm"  # admin sets a future time
+    CLEAR = "clear"  # admin clears with null
+    CLAIM = "claim"  # event, cron or backfill wins the atomic claim
+    STALE_RECLAIM = "stale_reclaim"  # a claim re-won after STALE_MS (crashed run)
+    COMPLETE = "complete"  # bulkRegister returned, for the attempt holding the claim
+    FAIL = "fail"  # generation raised, for the attempt holding the claim
+
+
+# A fresh IN_PROGRESS is left out of ARM and CLEAR on purpose: re-arming a running
+# generation would let a second one start (inv-01), so the API answers 409 instead.
+# A stale IN_PROGRESS may be re-armed or cleared; the crashed run is fenced out.
+# COMPLETED may be re-armed: that starts a new cycle.
+ALLOWED_TRANSITIONS: frozenset[tuple[S, S, Transition]] = frozenset(
+    {(before, S.SCHEDULED, Transition.ARM) for before in S}
+    | {(before, S.NOT_SCHEDULED, Transition.CLEAR) for before in S}
+    | {
+        (S.SCHEDULED, S.IN_PROGRESS, Transition.CLAIM),
+        (S.FAILED, S.IN_PROGRESS, Transition.CLAIM),
+        (S.IN_PROGRESS, S.IN_PROGRESS, Transition.STALE_RECLAIM),
+        (S.IN_PROGRESS, S.COMPLETED, Transition.COMPLETE),
+        (S.IN_PROGRESS, S.FAILED, Transition.FAIL),
+    }
+)
 
 
 def _claim_for(session_id: int, attempt: int) -> Claim:

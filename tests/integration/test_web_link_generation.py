@@ -14,9 +14,9 @@ from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.aws_scheduler import scheduler_client
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.ports import free_port
 from tests.support.factories import create_session, force_state, online_snapshot, session_row
 from tests.support.logs import fields_of
-from tests.support.net import free_port
 from tests.support.web import (
     ROLE_ARN,
     Aws,

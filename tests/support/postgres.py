@@ -13,30 +13,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from sqlalchemy.engine import make_url
-
 from jlg_pipeline.adapters.database import normalize_url
-from jlg_pipeline.local.postgres import TEST_DATA_DIR
+from jlg_pipeline.local.postgres import (
+    TEST_DATA_DIR,
+    create_database,
+    drop_database,
+    reachable,
+)
+
+__all__ = ["create_database", "drop_database", "new_database_name", "server_url"]
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 EMBEDDED_DIR = Path(__file__).resolve().parents[2] / TEST_DATA_DIR
-
-
-def _libpq(url: str) -> str:
-    return (
-        make_url(normalize_url(url))
-        .set(drivername="postgresql")
-        .render_as_string(hide_password=False)
-    )
-
-
-def reachable(url: str) -> bool:
-    try:
-        with psycopg.connect(_libpq(url), connect_timeout=3):
-            return True
-    except psycopg.OperationalError:
-        return False
 
 
 @contextmanager
@@ -59,25 +47,5 @@ def server_url() -> Iterator[str]:
         server.cleanup()
 
 
-def with_database(url: str, name: str) -> str:
-    return make_url(url).set(database=name).render_as_string(hide_password=False)
-
-
-def admin_execute(admin_url: str, *statements: str) -> None:
-    with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
-        for statement in statements:
-            conn.execute(statement)
-
-
 def new_database_name(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-
-
-def create_database(admin_url: str, name: str, template: str | None = None) -> str:
-    clause = f' TEMPLATE "{template}"' if template else ""
-    admin_execute(admin_url, f'CREATE DATABASE "{name}"{clause}')
-    return with_database(admin_url, name)
-
-
-def drop_database(admin_url: str, name: str) -> None:
-    admin_execute(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
