@@ -19,6 +19,7 @@ from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.local.aws import LocalAws, connect_moto
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.postgres import create_database, drop_database
+from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -175,3 +176,16 @@ def generated_twice(engine: Engine, first_id: int = 1) -> int:
                 {"first": first_id},
             ).scalar_one()
         )
+
+
+def start_daemon(children: Children, env: dict[str, str], log: Path) -> int:
+    """Start ``dagster-daemon run`` on the repository's workspace in ``children``; its process
+    group id (the daemon, its code servers and their run workers)."""
+    children.start(
+        "dagster-daemon",
+        [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
+        env,
+        ROOT,
+        log,
+    )
+    return children.processes["dagster-daemon"].pid

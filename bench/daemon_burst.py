@@ -24,7 +24,6 @@ import yaml
 from sqlalchemy import text
 
 from bench.common import (
-    BIN,
     ROOT,
     add_registrants,
     add_sessions,
@@ -33,6 +32,7 @@ from bench.common import (
     generated_twice,
     machine,
     moto_process,
+    start_daemon,
     status_counts,
     table,
 )
@@ -166,14 +166,7 @@ def main() -> None:
             peak = 0
             stop = threading.Event()
             try:
-                children.start(
-                    "dagster-daemon",
-                    [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-                    env,
-                    ROOT,
-                    home / "daemon.log",
-                )
-                pgid = children.processes["dagster-daemon"].pid
+                pgid = start_daemon(children, env, home / "daemon.log")
 
                 def sample() -> None:
                     nonlocal peak

@@ -5,7 +5,6 @@ the same rows on the same pool; then 8 processes contending for one session, man
 """
 
 import argparse
-import multiprocessing as mp
 from typing import Any
 
 from sqlalchemy import Engine, text
@@ -13,6 +12,7 @@ from sqlalchemy import Engine, text
 from bench.common import bench_database, machine, table, timed
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from tests.support.claim_race import claim_race
 
 RAW_CLAIM = """
 UPDATE hdb_program_session
@@ -67,58 +67,21 @@ def raw_claims(engine: Engine, count: int) -> float:
     return timed(run)
 
 
-def _contender(
-    url: str,
-    rounds: int,
-    start: "mp.synchronize.Barrier",
-    done: "mp.synchronize.Barrier",
-    wins: "mp.Queue[int]",
-) -> None:
-    engine = create_engine(url, pool_size=1, max_overflow=0)
-    repository = ProgramSessionRepository(engine)
-    won = 0
-    for _ in range(rounds):
-        start.wait()
-        if repository.claim(1) is not None:
-            won += 1
-        done.wait()
-    wins.put(won)
-    engine.dispose()
-
-
 def contended(url: str, engine: Engine, rounds: int, processes: int = 8) -> tuple[int, int, int]:
     """(rounds, rounds with exactly one winner, total wins)."""
-    ctx = mp.get_context("spawn")
-    start, done = ctx.Barrier(processes + 1), ctx.Barrier(processes + 1)
-    wins: mp.Queue[int] = ctx.Queue()
-    workers = [
-        ctx.Process(target=_contender, args=(url, rounds, start, done, wins))
-        for _ in range(processes)
-    ]
-    for w in workers:
-        w.start()
-    exactly_one = 0
-    for _ in range(rounds):
-        with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "UPDATE hdb_program_session SET link_generation_status = 'SCHEDULED',"
-                    " link_generation_at = now() - interval '1 minute' WHERE id = 1"
+    exactly_one = total = 0
+    with claim_race(url, 1, processes) as run_round:
+        for _ in range(rounds):
+            with engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "UPDATE hdb_program_session SET link_generation_status = 'SCHEDULED',"
+                        " link_generation_at = now() - interval '1 minute' WHERE id = 1"
+                    )
                 )
-            )
-            before = conn.execute(
-                text("SELECT link_generation_attempt FROM hdb_program_session WHERE id = 1")
-            ).scalar_one()
-        start.wait()
-        done.wait()
-        with engine.connect() as conn:
-            after = conn.execute(
-                text("SELECT link_generation_attempt FROM hdb_program_session WHERE id = 1")
-            ).scalar_one()
-        exactly_one += int(after - before == 1)
-    total = sum(wins.get(timeout=60) for _ in workers)
-    for w in workers:
-        w.join(timeout=30)
+            wins = sum(attempt is not None for attempt in run_round())
+            exactly_one += int(wins == 1)
+            total += wins
     return rounds, exactly_one, total
 
 

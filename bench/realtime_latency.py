@@ -21,7 +21,6 @@ import yaml
 from sqlalchemy import Engine, text
 
 from bench.common import (
-    BIN,
     ROOT,
     add_registrants,
     add_sessions,
@@ -29,6 +28,7 @@ from bench.common import (
     dagster_env,
     machine,
     moto_process,
+    start_daemon,
     table,
 )
 from bench.daemon_burst import group_cpu_seconds
@@ -101,14 +101,7 @@ def measure(
         )
         children = Children()
         try:
-            children.start(
-                "dagster-daemon",
-                [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-                env,
-                ROOT,
-                home / "daemon.log",
-            )
-            pgid = children.processes["dagster-daemon"].pid
+            pgid = start_daemon(children, env, home / "daemon.log")
             time.sleep(20)  # the daemon and its code server are up
             before = sum(group_cpu_seconds(pgid).values())
             time.sleep(idle_s)

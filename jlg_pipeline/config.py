@@ -1,10 +1,13 @@
-"""Settings read from the environment (documented in ``.env.example``), checked once."""
+"""Settings read from the environment (documented in ``.env.example``) through
+pydantic-settings, checked once; and the flags and knobs read on every tick."""
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
@@ -102,69 +105,90 @@ def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
     )
 
 
-@dataclass(frozen=True)
-class Settings:
-    database_url: str = DEFAULT_DATABASE_URL
-    registrar: RegistrarKind = RegistrarKind.LOCAL
-    online_session_url: str | None = None
-    online_session_token: str | None = field(default=None, repr=False)
-    jwt_secret: str | None = field(default=None, repr=False)
-    jwt_public_key: str | None = field(default=None, repr=False)
-    jwt_issuer: str | None = None
-    jwt_audience: str | None = None
-    jwt_max_ttl_s: int = DEFAULT_JWT_MAX_TTL_S
-    online_session_timeout_s: float = DEFAULT_ONLINE_SESSION_TIMEOUT_S
-    scheduler_enabled: bool = False
-    scheduler_target: ScheduleTarget | None = None
-    aws_endpoint_url: str | None = None
-    aws_region: str | None = None
-    windows: TimingWindows = field(default_factory=TimingWindows)
+_SECRET_FIELDS = {"JLG_JWT_SECRET", "JLG_JWT_PUBLIC_KEY", "JLG_ONLINE_SESSION_TOKEN"}
 
+
+class Settings(BaseSettings):
+    """The application's settings, each from the environment variable named as its alias
+    (documented in ``.env.example``); blank means unset. Build with :meth:`from_env`, which
+    turns any bad value into a ConfigError naming the variable."""
+
+    model_config = SettingsConfigDict(
+        frozen=True, extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
+
+    database_url: str = Field(DEFAULT_DATABASE_URL, validation_alias="JLG_DATABASE_URL")
+    registrar: RegistrarKind = Field(RegistrarKind.LOCAL, validation_alias="JLG_REGISTRAR")
+    online_session_url: str | None = Field(None, validation_alias="JLG_ONLINE_SESSION_URL")
+    online_session_token: str | None = Field(
+        None, validation_alias="JLG_ONLINE_SESSION_TOKEN", repr=False
+    )
+    online_session_timeout_s: float = Field(
+        DEFAULT_ONLINE_SESSION_TIMEOUT_S,
+        validation_alias="JLG_ONLINE_SESSION_TIMEOUT_S",
+        gt=0,
+        allow_inf_nan=False,
+    )
+    jwt_secret: str | None = Field(None, validation_alias="JLG_JWT_SECRET", repr=False)
+    jwt_public_key: str | None = Field(None, validation_alias="JLG_JWT_PUBLIC_KEY", repr=False)
+    jwt_issuer: str | None = Field(None, validation_alias="JLG_JWT_ISSUER")
+    jwt_audience: str | None = Field(None, validation_alias="JLG_JWT_AUDIENCE")
+    jwt_max_ttl_s: int = Field(DEFAULT_JWT_MAX_TTL_S, validation_alias="JLG_JWT_MAX_TTL_S", gt=0)
+    scheduler_enabled: bool = Field(False, validation_alias="ENABLE_JOIN_LINK_SCHEDULER")
+    scheduler_target: ScheduleTarget | None = None
+    """From AWS_SCHEDULER_TARGET_QUEUE_ARN, AWS_SCHEDULER_EXECUTION_ROLE_ARN and
+    AWS_SCHEDULER_GROUP_NAME; None unless both ARNs are set."""
+    aws_endpoint_url: str | None = Field(None, validation_alias="AWS_ENDPOINT_URL")
+    aws_region: str | None = Field(
+        None, validation_alias=AliasChoices("AWS_DEFAULT_REGION", "AWS_REGION")
+    )
+    windows: TimingWindows = Field(default_factory=TimingWindows)
+    """From JLG_TEST_GRACE_MS / JLG_TEST_STALE_MS (tests only); the constants otherwise."""
+
+    # Read only to build scheduler_target and windows above (declared so the environment
+    # source reads them).
+    queue_arn: str | None = Field(None, validation_alias="AWS_SCHEDULER_TARGET_QUEUE_ARN")
+    role_arn: str | None = Field(None, validation_alias="AWS_SCHEDULER_EXECUTION_ROLE_ARN")
+    group_name: str | None = Field(None, validation_alias="AWS_SCHEDULER_GROUP_NAME")
+    test_grace_ms: str | None = Field(None, validation_alias="JLG_TEST_GRACE_MS", repr=False)
+    test_stale_ms: str | None = Field(None, validation_alias="JLG_TEST_STALE_MS", repr=False)
+
+    @model_validator(mode="before")
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
-        env = os.environ if environ is None else environ
-        raw_registrar = env.get("JLG_REGISTRAR", RegistrarKind.LOCAL.value).strip().lower()
-        try:
-            registrar = RegistrarKind(raw_registrar)
-        except ValueError:
-            kinds = [k.value for k in RegistrarKind]
-            raise ConfigError(
-                f"JLG_REGISTRAR must be one of {kinds}, got {raw_registrar!r}"
-            ) from None
-        queue_arn = env.get("AWS_SCHEDULER_TARGET_QUEUE_ARN") or None
-        role_arn = env.get("AWS_SCHEDULER_EXECUTION_ROLE_ARN") or None
-        settings = cls(
-            database_url=env.get("JLG_DATABASE_URL") or DEFAULT_DATABASE_URL,
-            registrar=registrar,
-            online_session_url=env.get("JLG_ONLINE_SESSION_URL") or None,
-            online_session_token=env.get("JLG_ONLINE_SESSION_TOKEN") or None,
-            jwt_secret=env.get("JLG_JWT_SECRET") or None,
-            jwt_public_key=env.get("JLG_JWT_PUBLIC_KEY") or None,
-            jwt_issuer=env.get("JLG_JWT_ISSUER") or None,
-            jwt_audience=env.get("JLG_JWT_AUDIENCE") or None,
-            jwt_max_ttl_s=_positive(env, "JLG_JWT_MAX_TTL_S", DEFAULT_JWT_MAX_TTL_S, int),
-            online_session_timeout_s=_positive(
-                env, "JLG_ONLINE_SESSION_TIMEOUT_S", DEFAULT_ONLINE_SESSION_TIMEOUT_S, float
-            ),
-            scheduler_enabled=scheduler_enabled(env),
-            scheduler_target=ScheduleTarget(
-                queue_arn=queue_arn,
-                role_arn=role_arn,
-                group_name=env.get("AWS_SCHEDULER_GROUP_NAME") or DEFAULT_GROUP,
-            )
-            if queue_arn and role_arn
-            else None,
-            aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
-            aws_region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or None,
-            windows=timing_windows(env),
-        )
-        if registrar is RegistrarKind.HTTP and not (
-            settings.online_session_url and settings.online_session_token
+    def _from_variables(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        raw = {k: v for k, v in values.items() if not (isinstance(v, str) and not v.strip())}
+        if isinstance(raw.get("JLG_REGISTRAR"), str):
+            raw["JLG_REGISTRAR"] = raw["JLG_REGISTRAR"].strip().lower()
+        if "ENABLE_JOIN_LINK_SCHEDULER" in raw:
+            raw["ENABLE_JOIN_LINK_SCHEDULER"] = scheduler_enabled(raw)
+        queue_arn = raw.get("AWS_SCHEDULER_TARGET_QUEUE_ARN")
+        role_arn = raw.get("AWS_SCHEDULER_EXECUTION_ROLE_ARN")
+        group = raw.get("AWS_SCHEDULER_GROUP_NAME") or DEFAULT_GROUP
+        if queue_arn and role_arn and "scheduler_target" not in raw:
+            raw["scheduler_target"] = ScheduleTarget(queue_arn, role_arn, group)
+        if "windows" not in raw:
+            raw["windows"] = timing_windows(raw)
+        return raw
+
+    @model_validator(mode="after")
+    def _http_needs_url_and_token(self) -> "Settings":
+        if self.registrar is RegistrarKind.HTTP and not (
+            self.online_session_url and self.online_session_token
         ):
             raise ConfigError(
                 "JLG_REGISTRAR=http needs JLG_ONLINE_SESSION_URL and JLG_ONLINE_SESSION_TOKEN"
             )
-        return settings
+        return self
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Settings from ``environ`` (the process environment by default)."""
+        try:
+            return cls() if environ is None else cls.model_validate(dict(environ))
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
 
     def require_jwt_key(self) -> None:
         """The web app cannot authenticate anyone without a key: fail at start, clearly."""
@@ -173,6 +197,17 @@ class Settings:
         if not self.jwt_secret:
             raise ConfigError("set JLG_JWT_SECRET (HS256) or JLG_JWT_PUBLIC_KEY (RS256)")
         check_jwt_secret(self.jwt_secret)
+
+
+def _describe(exc: ValidationError) -> str:
+    """The first problem, named by its variable; a secret's value is never repeated."""
+    error = exc.errors()[0]
+    name = str(error["loc"][0]) if error["loc"] else "configuration"
+    if error["type"] == "enum":
+        kinds = [k.value for k in RegistrarKind]
+        return f"{name} must be one of {kinds}, got {error['input']!r}"
+    shown = "" if name in _SECRET_FIELDS else f", got {error.get('input')!r}"
+    return f"{name}: {error['msg'].lower()}{shown}"
 
 
 def check_jwt_secret(secret: str) -> None:

@@ -1,6 +1,7 @@
 """The pinned response envelope, and the one place errors become HTTP statuses."""
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,17 +22,40 @@ from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
 
-_STATUS_CODES = {
-    400: "BAD_REQUEST",
-    401: "UNAUTHENTICATED",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    409: "CONFLICT",
-    413: "PAYLOAD_TOO_LARGE",
-    415: "UNSUPPORTED_MEDIA_TYPE",
-    500: "INTERNAL_ERROR",
-    503: "SERVICE_UNAVAILABLE",
+
+@dataclass(frozen=True)
+class ErrorKind:
+    code: str
+    description: str
+    """What it means to a client; also the OpenAPI document's description of the status."""
+
+
+# The one error table: the envelope's codes and the OpenAPI document both come from it.
+ERRORS: dict[int, ErrorKind] = {
+    400: ErrorKind(
+        "BAD_REQUEST",
+        "Invalid id or body: not JSON, not an object, missing or unknown key, a time that is "
+        "not RFC 3339, has no offset, or is not in the future",
+    ),
+    401: ErrorKind(
+        "UNAUTHENTICATED",
+        "Missing, malformed, wrongly signed or expired bearer token; an exp that is not a "
+        "number or too far ahead; an iss or aud other than the configured ones",
+    ),
+    403: ErrorKind(
+        "FORBIDDEN",
+        "Not acting as admin: no X-Active-Role, a role the token does not hold, a role other "
+        "than admin, or an X-User-Id that is not the token's sub",
+    ),
+    404: ErrorKind("NOT_FOUND", "No such program session, or it is soft-deleted"),
+    405: ErrorKind("METHOD_NOT_ALLOWED", "Method not allowed on this path"),
+    409: ErrorKind(
+        "CONFLICT", "A generation holds the session and is not stale; retry when it ends"
+    ),
+    413: ErrorKind("PAYLOAD_TOO_LARGE", "Body larger than 4 KiB (refused while reading)"),
+    415: ErrorKind("UNSUPPORTED_MEDIA_TYPE", "The body is not JSON"),
+    500: ErrorKind("INTERNAL_ERROR", "Unexpected error (logged; no details are returned)"),
+    503: ErrorKind("SERVICE_UNAVAILABLE", "The database is unavailable"),
 }
 _JLG_ERRORS: list[tuple[type[JlgError], int]] = [
     (InvalidInput, 400),
@@ -50,6 +74,11 @@ def utc_z(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _code(status_code: int) -> str:
+    kind = ERRORS.get(status_code)
+    return kind.code if kind else "ERROR"
 
 
 def success(
@@ -72,7 +101,7 @@ def error(
         {
             "success": False,
             "data": None,
-            "error": {"code": code or _STATUS_CODES.get(status_code, "ERROR"), "message": message},
+            "error": {"code": code or _code(status_code), "message": message},
         },
         status_code=status_code,
         headers=headers,

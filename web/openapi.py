@@ -1,23 +1,22 @@
-"""The OpenAPI 3.1 document for the front door, served at ``/openapi.json``."""
+"""The OpenAPI 3.1 document for the front door, served at ``/openapi.json``: schemas from
+the pydantic models in ``web.schemas``, error responses from the one error table."""
 
 from typing import Any
 
-from web.schemas import LinkGenerationResponse, SetLinkGenerationDto
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 
-ERROR_CODES = {
-    "400": "Invalid id or body: not JSON, not an object, missing or unknown key, a time that "
-    "is not RFC 3339, has no offset, or is not in the future",
-    "401": "Missing, malformed, wrongly signed or expired bearer token; an exp that is not a "
-    "number or too far ahead; an iss or aud other than the configured ones",
-    "403": "Not acting as admin: no X-Active-Role, a role the token does not hold, a role "
-    "other than admin, or an X-User-Id that is not the token's sub",
-    "404": "No such program session, or it is soft-deleted",
-    "405": "Method not allowed on this path",
-    "409": "A generation holds the session and is not stale; retry when it ends",
-    "413": "Body larger than 4 KiB (refused while reading)",
-    "500": "Unexpected error (logged; no details are returned)",
-    "503": "The database is unavailable",
-}
+from web.envelope import ERRORS
+from web.schemas import ErrorEnvelope, LinkGenerationResponse, SetLinkGenerationDto
+
+
+def _schemas(*models: type[BaseModel]) -> dict[str, Any]:
+    """The models' JSON schemas, nested models included, as OpenAPI components."""
+    _, document = models_json_schema(
+        [(model, "validation") for model in models],
+        ref_template="#/components/schemas/{model}",
+    )
+    return dict(document["$defs"])
 
 
 def _envelope(data: dict[str, Any]) -> dict[str, Any]:
@@ -39,8 +38,8 @@ def _error_response(description: str) -> dict[str, Any]:
     }
 
 
-def _errors(*codes: str) -> dict[str, Any]:
-    return {code: _error_response(ERROR_CODES[code]) for code in codes}
+def _errors(*codes: int) -> dict[str, Any]:
+    return {str(code): _error_response(ERRORS[code].description) for code in codes}
 
 
 def build_openapi() -> dict[str, Any]:
@@ -75,11 +74,6 @@ def build_openapi() -> dict[str, Any]:
             "schema": {"type": "string"},
         },
     ]
-    dto_schema = SetLinkGenerationDto.model_json_schema()
-    dto_schema["properties"]["linkGenerationAt"] = {
-        "anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}],
-        "description": dto_schema["properties"]["linkGenerationAt"]["description"],
-    }
     return {
         "openapi": "3.1.0",
         "info": {
@@ -96,7 +90,7 @@ def build_openapi() -> dict[str, Any]:
                     "security": [{"bearer": []}],
                     "responses": {
                         "200": link_ok,
-                        **_errors("400", "401", "403", "404", "500", "503"),
+                        **_errors(400, 401, 403, 404, 500, 503),
                     },
                 },
                 "patch": {
@@ -113,7 +107,7 @@ def build_openapi() -> dict[str, Any]:
                     },
                     "responses": {
                         "200": link_ok,
-                        **_errors("400", "401", "403", "404", "409", "413", "500", "503"),
+                        **_errors(400, 401, 403, 404, 409, 413, 500, 503),
                     },
                 },
             },
@@ -128,7 +122,7 @@ def build_openapi() -> dict[str, Any]:
                 "get": {
                     "operationId": "readyz",
                     "summary": "Readiness: the database answers",
-                    "responses": {"200": {"description": "Ready"}, **_errors("503")},
+                    "responses": {"200": {"description": "Ready"}, **_errors(503)},
                 }
             },
         },
@@ -137,24 +131,7 @@ def build_openapi() -> dict[str, Any]:
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
             },
             "schemas": {
-                "SetLinkGenerationDto": dto_schema,
-                "LinkGenerationResponse": LinkGenerationResponse.model_json_schema(),
-                "ErrorEnvelope": {
-                    "type": "object",
-                    "required": ["success", "data", "error"],
-                    "properties": {
-                        "success": {"const": False},
-                        "data": {"type": "null"},
-                        "error": {
-                            "type": "object",
-                            "required": ["code", "message"],
-                            "properties": {
-                                "code": {"type": "string"},
-                                "message": {"type": "string"},
-                            },
-                        },
-                    },
-                },
+                **_schemas(SetLinkGenerationDto, LinkGenerationResponse, ErrorEnvelope),
             },
         },
     }

@@ -3,9 +3,9 @@
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, WithJsonSchema
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
@@ -20,12 +20,16 @@ RFC3339 = re.compile(
 )
 
 
+RFC3339Text = Annotated[StrictStr, WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
 class SetLinkGenerationDto(BaseModel):
-    """``{"linkGenerationAt": "<future ISO-8601 with offset>" | null}``; nothing else."""
+    """``{"linkGenerationAt": "<future RFC 3339 date-time with offset>" | null}``; nothing
+    else."""
 
     model_config = ConfigDict(extra="forbid")
 
-    linkGenerationAt: StrictStr | None = Field(
+    linkGenerationAt: RFC3339Text | None = Field(
         ...,
         description="Future RFC 3339 date-time with a UTC offset (e.g. 2026-12-03T09:00:00Z), "
         "or null to clear.",
@@ -39,6 +43,19 @@ class LinkGenerationResponse(BaseModel):
     linkGenerationStatus: Literal[
         "NOT_SCHEDULED", "SCHEDULED", "IN_PROGRESS", "COMPLETED", "FAILED"
     ]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error answer: ``{"success": false, "data": null, "error": {code, message}}``."""
+
+    success: Literal[False]
+    data: None
+    error: ErrorBody
 
 
 def response_data(state: LinkGenerationState) -> dict[str, Any]:

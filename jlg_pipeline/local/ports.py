@@ -2,6 +2,10 @@
 the benchmarks start."""
 
 import socket
+import time
+from collections.abc import Callable
+
+import httpx
 
 from jlg_pipeline.domain.errors import ConfigError
 
@@ -22,3 +26,19 @@ def require_free(port: int, what: str) -> None:
             raise ConfigError(
                 f"port {port} for {what} is taken; set the matching JLG_*_PORT"
             ) from None
+
+
+def wait_until_answers(url: str, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
+    """Poll ``url`` until it answers 200. Returns early if ``alive()`` turns False (the
+    caller reports why); raises ConfigError if ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            return
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise ConfigError(f"{url} did not answer within {timeout:.0f}s")

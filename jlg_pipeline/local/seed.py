@@ -1,13 +1,73 @@
-"""LOCAL ONLY: idempotent demo data — one program, a few sessions with online details, and
-eligible registrations."""
+"""LOCAL ONLY: inserting sessions and registrations, the one seeding path for the demo data
+(idempotent: one program, a few sessions with online details, eligible registrations) and
+the tests' factories."""
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
 
 from jlg_pipeline.adapters.tables import local_registration, online_session, program_session
 
 DEMO_PROGRAM_ID = 1001
 DEMO_SESSIONS = ("Kick-off", "Week 2 workshop", "Demo day")
 DEMO_REGISTRANTS = 25
+
+
+def insert_session(
+    conn: Connection,
+    program_id: int,
+    *,
+    name: str | None = None,
+    online: bool = True,
+    template: str | None = None,
+    provider: str | None = None,
+) -> int:
+    """A program session with only what the host tables require (plus ``name``), and, when
+    ``online``, its online session (``template``, by default one per session) linked to it."""
+    session_id = int(
+        conn.execute(
+            insert(program_session)
+            .values(program_id=program_id, name=name)
+            .returning(program_session.c.id)
+        ).scalar_one()
+    )
+    if online:
+        online_id = conn.execute(
+            insert(online_session)
+            .values(
+                program_id=program_id,
+                program_session_id=session_id,
+                template=template or f"template-{session_id}",
+                provider=provider,
+            )
+            .returning(online_session.c.id)
+        ).scalar_one()
+        conn.execute(
+            update(program_session)
+            .where(program_session.c.id == session_id)
+            .values(hdb_online_session=online_id)
+        )
+    return session_id
+
+
+def insert_registrations(
+    conn: Connection,
+    program_id: int,
+    count: int,
+    *,
+    role: str = "attendee",
+    status: str = "ACTIVE",
+    first_user_id: int = 1,
+) -> None:
+    """``count`` registrations of the program for the local registrar, user ids from
+    ``first_user_id`` on."""
+    if count <= 0:
+        return
+    conn.execute(
+        insert(local_registration),
+        [
+            {"program_id": program_id, "user_id": first_user_id + i, "role": role, "status": status}
+            for i in range(count)
+        ],
+    )
 
 
 def seed_demo(engine: Engine) -> list[int]:
@@ -20,40 +80,21 @@ def seed_demo(engine: Engine) -> list[int]:
                 )
             ).all()
         )
-        ids = []
-        for name in DEMO_SESSIONS:
-            session_id = existing.get(name)
-            if session_id is None:
-                session_id = conn.execute(
-                    insert(program_session)
-                    .values(program_id=DEMO_PROGRAM_ID, name=name)
-                    .returning(program_session.c.id)
-                ).scalar_one()
-                online_id = conn.execute(
-                    insert(online_session)
-                    .values(
-                        program_id=DEMO_PROGRAM_ID,
-                        program_session_id=session_id,
-                        template=f"demo-{name.lower().replace(' ', '-')}",
-                        provider="zoom",
-                    )
-                    .returning(online_session.c.id)
-                ).scalar_one()
-                conn.execute(
-                    update(program_session)
-                    .where(program_session.c.id == session_id)
-                    .values(hdb_online_session=online_id)
-                )
-            ids.append(int(session_id))
+        ids = [
+            existing.get(name)
+            or insert_session(
+                conn,
+                DEMO_PROGRAM_ID,
+                name=name,
+                template=f"demo-{name.lower().replace(' ', '-')}",
+                provider="zoom",
+            )
+            for name in DEMO_SESSIONS
+        ]
         have = conn.execute(
             select(func.count()).where(local_registration.c.program_id == DEMO_PROGRAM_ID)
         ).scalar_one()
-        if have < DEMO_REGISTRANTS:
-            conn.execute(
-                insert(local_registration),
-                [
-                    {"program_id": DEMO_PROGRAM_ID, "user_id": 5000 + i, "role": "attendee"}
-                    for i in range(have, DEMO_REGISTRANTS)
-                ],
-            )
-    return ids
+        insert_registrations(
+            conn, DEMO_PROGRAM_ID, DEMO_REGISTRANTS - have, first_user_id=5000 + have
+        )
+    return [int(i) for i in ids]

@@ -20,14 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-import httpx
-
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import aws as local_aws
 from jlg_pipeline.local import postgres as local_postgres
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.ports import require_free
+from jlg_pipeline.local.ports import require_free, wait_until_answers
 from jlg_pipeline.local.seed import seed_demo
 from jlg_pipeline.log import configure_logging
 from jlg_pipeline.migrate import migrate
@@ -62,6 +60,9 @@ class Children:
             preexec_fn=_default_signals,
         )
         out.close()
+
+    def running(self) -> bool:
+        return not self.exited()
 
     def exited(self) -> list[tuple[str, int]]:
         return [(n, p.returncode) for n, p in self.processes.items() if p.poll() is not None]
@@ -115,20 +116,6 @@ def _jwt_secret(data_dir: Path) -> str:
             out.write(secrets.token_urlsafe(48).encode())
     path.chmod(0o600)
     return path.read_text().strip()
-
-
-def _wait_ready(url: str, children: Children, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if children.exited():
-            return
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise ConfigError(f"{url} did not answer within {timeout:.0f}s")
 
 
 def run_dev(root: Path) -> int:
@@ -233,8 +220,8 @@ def run_dev(root: Path) -> int:
             root,
             logs / "dagster-daemon.log",
         )
-        _wait_ready(f"http://127.0.0.1:{ports.web}/readyz", children, 60)
-        _wait_ready(f"http://127.0.0.1:{ports.dagster}/server_info", children, 120)
+        wait_until_answers(f"http://127.0.0.1:{ports.web}/readyz", 60, children.running)
+        wait_until_answers(f"http://127.0.0.1:{ports.dagster}/server_info", 120, children.running)
         if not children.exited():
             _banner(ports, secret, demo_ids, logs, standin is not None)
 

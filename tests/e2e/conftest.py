@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.stack import Children
 from tests.support.factories import session_row
 from tests.support.secrets import find_secrets
@@ -173,15 +173,8 @@ def start_stack(
             logs / "dagster-daemon.log",
         )
         web_url = f"http://127.0.0.1:{web_port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{web_url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (logs / "web.log").read_text()
-            time.sleep(0.3)
+        wait_until_answers(f"{web_url}/readyz", 60, children.running)
+        assert not children.exited(), (logs / "web.log").read_text()
         return Stack(engine, env, web_url, aws, logs, children)
 
     try:

@@ -1,7 +1,6 @@
 """The race: many separate connections, threads and processes, claiming one session at the
 same instant. Exactly one wins every round; losing never raises."""
 
-import multiprocessing as mp
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -9,9 +8,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
-from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from tests.support.claim_race import claim_race
 from tests.support.factories import create_session, force_state, session_row
 
 S = LinkGenerationStatus
@@ -50,64 +49,14 @@ def test_threads_on_separate_connections_one_winner_per_round(
             assert session_row(engine, sid)["link_generation_status"] == S.IN_PROGRESS.value
 
 
-def _process_contender(
-    db_url: str,
-    sid: int,
-    rounds: int,
-    start: "mp.synchronize.Barrier",
-    done: "mp.synchronize.Barrier",
-    results: "mp.Queue[tuple[int, int | None]]",
-) -> None:
-    engine = create_engine(db_url, pool_size=1, max_overflow=0)
-    repo = ProgramSessionRepository(engine)
-    with engine.connect():
-        pass  # connect before the first round, so the race is on the claim, not on connecting
-    try:
-        for round_no in range(rounds):
-            start.wait()
-            claim = repo.claim(sid)
-            results.put((round_no, None if claim is None else claim.attempt))
-            done.wait()
-    finally:
-        engine.dispose()
-
-
 def test_processes_one_winner_per_round(engine: Engine, db_url: str) -> None:
     sid = create_session(engine)
-    ctx = mp.get_context("spawn")
-    start = ctx.Barrier(PROCESSES + 1)
-    done = ctx.Barrier(PROCESSES + 1)
-    results: mp.Queue[tuple[int, int | None]] = ctx.Queue()
-    workers = [
-        ctx.Process(
-            target=_process_contender,
-            args=(db_url, sid, PROCESS_ROUNDS, start, done, results),
-            daemon=True,
-        )
-        for _ in range(PROCESSES)
-    ]
-    for worker in workers:
-        worker.start()
-    try:
+    with claim_race(db_url, sid, PROCESSES) as run_round:
         for round_no in range(PROCESS_ROUNDS):
             status, offset = ROUND_STATES[round_no % len(ROUND_STATES)]
             force_state(engine, sid, status, updated_offset=offset)
-            start.wait(timeout=120)
-            done.wait(timeout=60)
-            outcomes = [results.get(timeout=10) for _ in range(PROCESSES)]
-            assert {r for r, _ in outcomes} == {round_no}
-            winners = [a for _, a in outcomes if a is not None]
+            winners = [a for a in run_round() if a is not None]
             assert len(winners) == 1, f"round {round_no}: {len(winners)} winners"
-    except BaseException:
-        start.abort()  # a failed round must not leave the workers waiting on the barriers
-        done.abort()
-        raise
-    finally:
-        for worker in workers:
-            worker.join(timeout=30)
-            if worker.is_alive():
-                worker.kill()
-    assert all(w.exitcode == 0 for w in workers)
 
 
 @pytest.mark.parametrize("status", [S.NOT_SCHEDULED, S.COMPLETED, S.IN_PROGRESS])

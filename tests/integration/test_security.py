@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from jlg_pipeline.domain.errors import NonRetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import Answer, online_session_service
-from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.services.generation import generate_for_session
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.web import SECRET, Aws, admin_headers, client_for, raw_token, settings_for
@@ -115,12 +116,24 @@ class _Recording:
 
 
 # 5. Tokens: iss, aud, exp.
-NOW = int(time.time())
+
+
+@dataclass(frozen=True)
+class In:
+    """An ``exp`` this many seconds after the token is made (the parameters are built at
+    import, long before some tests run)."""
+
+    seconds: float
+    as_text: bool = False
 
 
 def _token(**claims: Any) -> dict[str, str]:
-    base: dict[str, Any] = {"sub": "7", "roles": ["admin"], "exp": NOW + 600}
+    base: dict[str, Any] = {"sub": "7", "roles": ["admin"], "exp": In(600)}
     base.update(claims)
+    now = int(time.time())
+    for name, value in base.items():
+        if isinstance(value, In):
+            base[name] = str(now + value.seconds) if value.as_text else now + value.seconds
     token = raw_token({k: v for k, v in base.items() if v is not None})
     return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
 
@@ -137,14 +150,14 @@ def _token(**claims: Any) -> dict[str, str]:
         ({"jwt_issuer": "https://idp"}, {"iss": "https://idp"}, 200),
         ({"jwt_issuer": "https://idp"}, {"iss": "https://evil"}, 401),
         ({"jwt_issuer": "https://idp"}, {}, 401),
-        ({}, {"exp": str(NOW + 600)}, 401),
+        ({}, {"exp": In(600, as_text=True)}, 401),
         ({}, {"exp": 10**30}, 401),
         ({}, {"exp": 10**400}, 401),
         ({}, {"exp": True}, 401),
-        ({}, {"exp": NOW + 86_400 + 120}, 401),
-        ({"jwt_max_ttl_s": 300}, {"exp": NOW + 600}, 401),
-        ({}, {"exp": NOW + 600.5}, 200),
-        ({}, {"exp": NOW - 10}, 401),
+        ({}, {"exp": In(86_400 + 120)}, 401),
+        ({"jwt_max_ttl_s": 300}, {"exp": In(600)}, 401),
+        ({}, {"exp": In(600.5)}, 200),
+        ({}, {"exp": In(-10)}, 401),
     ],
 )
 def test_token_claims(
@@ -244,16 +257,8 @@ def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, "uvicorn exited"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.2)
+        wait_until_answers(f"http://127.0.0.1:{port}/healthz", 30, lambda: process.poll() is None)
+        assert process.poll() is None, "uvicorn exited"
         yield f"http://127.0.0.1:{port}", port, process.pid
     finally:
         process.terminate()

@@ -8,10 +8,11 @@ is an ``updated_at`` moved 31 minutes back, not a 31-minute wait).
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, text, update
+from sqlalchemy import Engine, select, text, update
 
-from jlg_pipeline.adapters.tables import local_registration, online_session, program_session
+from jlg_pipeline.adapters.tables import online_session, program_session
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.seed import insert_registrations, insert_session
 
 _seconds = "now() + make_interval(secs => {})"
 
@@ -25,29 +26,7 @@ def create_session(
 ) -> int:
     """A program session inserted with only ``program_id`` (plus its online details)."""
     with engine.begin() as conn:
-        session_id = int(
-            conn.execute(
-                insert(program_session)
-                .values(program_id=program_id)
-                .returning(program_session.c.id)
-            ).scalar_one()
-        )
-        if online:
-            online_id = conn.execute(
-                insert(online_session)
-                .values(
-                    program_id=program_id,
-                    program_session_id=session_id,
-                    template=template or f"template-{session_id}",
-                )
-                .returning(online_session.c.id)
-            ).scalar_one()
-            conn.execute(
-                update(program_session)
-                .where(program_session.c.id == session_id)
-                .values(hdb_online_session=online_id)
-            )
-    return session_id
+        return insert_session(conn, program_id, online=online, template=template)
 
 
 def force_state(
@@ -99,28 +78,11 @@ def online_snapshot(engine: Engine, session_id: int) -> tuple[Any, ...]:
     return (link, tuple(tuple(r) for r in rows))
 
 
-def add_registrations(
-    engine: Engine,
-    program_id: int,
-    count: int,
-    *,
-    role: str = "attendee",
-    status: str = "ACTIVE",
-    first_user_id: int = 1,
-) -> None:
+def add_registrations(engine: Engine, program_id: int, count: int, **options: Any) -> None:
+    """``insert_registrations`` in its own transaction (``role``, ``status``,
+    ``first_user_id`` as there)."""
     with engine.begin() as conn:
-        conn.execute(
-            insert(local_registration),
-            [
-                {
-                    "program_id": program_id,
-                    "user_id": first_user_id + i,
-                    "role": role,
-                    "status": status,
-                }
-                for i in range(count)
-            ],
-        )
+        insert_registrations(conn, program_id, count, **options)
 
 
 def db_now(engine: Engine) -> datetime:

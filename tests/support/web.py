@@ -1,6 +1,6 @@
 """Building the front door for tests: settings, tokens and a moto-backed AWS."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import jwt
@@ -32,7 +32,7 @@ def settings_for(db_url: str, queue_arn: str | None, **overrides: Any) -> Settin
         scheduler_target=ScheduleTarget(queue_arn, ROLE_ARN) if queue_arn else None,
         aws_region="us-east-1",
     )
-    return replace(base, **overrides)
+    return base.model_copy(update=overrides)
 
 
 def client_for(settings: Settings, scheduler_client: Any = None) -> TestClient:

@@ -11,6 +11,7 @@ from jlg_pipeline.domain.errors import (
     RetryableGenerationFailed,
     is_retryable,
 )
+from jlg_pipeline.domain.schedule import ScheduleTarget
 
 
 @pytest.mark.parametrize(
@@ -66,3 +67,31 @@ def test_flags(raw: str | None, value: bool) -> None:
 def test_bad_flag_names_the_variable() -> None:
     with pytest.raises(ConfigError, match="ENABLE_X"):
         parse_flag("ENABLE_X", "maybe")
+
+
+def test_settings_read_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same variables through pydantic-settings' environment source as from a mapping."""
+    env = {
+        "JLG_DATABASE_URL": "postgresql://u@db:5432/jlg",
+        "ENABLE_JOIN_LINK_SCHEDULER": "true",
+        "AWS_SCHEDULER_TARGET_QUEUE_ARN": "arn:aws:sqs:eu-west-1:1:q",
+        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::1:role/r",
+        "AWS_SCHEDULER_GROUP_NAME": "jlg",
+        "AWS_REGION": "eu-west-1",
+        "JLG_TEST_STALE_MS": "1500",
+        "JLG_JWT_MAX_TTL_S": "600",
+        "JLG_ONLINE_SESSION_TIMEOUT_S": "12.5",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    from_process, from_mapping = Settings.from_env(), Settings.from_env(env)
+    for settings in (from_process, from_mapping):
+        assert settings.database_url == "postgresql://u@db:5432/jlg"
+        assert settings.scheduler_enabled
+        assert settings.scheduler_target == ScheduleTarget(
+            "arn:aws:sqs:eu-west-1:1:q", "arn:aws:iam::1:role/r", "jlg"
+        )
+        assert settings.aws_region == "eu-west-1"
+        assert settings.windows.stale_ms == 1500
+        assert (settings.jwt_max_ttl_s, settings.online_session_timeout_s) == (600, 12.5)
