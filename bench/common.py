@@ -2,6 +2,7 @@
 
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.postgres import create_database, drop_database
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
+from tests.support.claim_race import claim_race
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,3 +191,82 @@ def start_daemon(children: Children, env: dict[str, str], log: Path) -> int:
         log,
     )
     return children.processes["dagster-daemon"].pid
+
+
+def reset_due_sessions(engine: Engine, count: int) -> None:
+    """Only ``count`` sessions, ids 1..count, all SCHEDULED and due a minute ago."""
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE hdb_program_session RESTART IDENTITY CASCADE"))
+        conn.execute(
+            text(
+                "INSERT INTO hdb_program_session"
+                " (program_id, link_generation_at, link_generation_status)"
+                " SELECT 1, now() - interval '1 minute', 'SCHEDULED' FROM generate_series(1, :n)"
+            ),
+            {"n": count},
+        )
+        conn.execute(text("ANALYZE hdb_program_session"))
+
+
+def contended(url: str, engine: Engine, rounds: int, processes: int = 8) -> tuple[int, int, int]:
+    """(rounds, rounds with exactly one winner, total wins)."""
+    exactly_one = total = 0
+    with claim_race(url, 1, processes) as run_round:
+        for _ in range(rounds):
+            with engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "UPDATE hdb_program_session SET link_generation_status = 'SCHEDULED',"
+                        " link_generation_at = now() - interval '1 minute' WHERE id = 1"
+                    )
+                )
+            wins = sum(attempt is not None for attempt in run_round())
+            exactly_one += int(wins == 1)
+            total += wins
+    return rounds, exactly_one, total
+
+
+def group_processes(pgid: int) -> Iterator[Path]:
+    """The /proc entries of the processes in process group ``pgid``."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.getpgid(int(proc.name)) == pgid:
+                yield proc
+        except ProcessLookupError:
+            continue
+
+
+def group_rss_kib(pgid: int) -> int:
+    total = 0
+    for proc in group_processes(pgid):
+        try:
+            match = re.search(r"VmRSS:\s+(\d+)", (proc / "status").read_text())
+        except OSError:
+            continue
+        if match:
+            total += int(match.group(1))
+    return total
+
+
+def group_cpu_seconds(pgid: int) -> dict[str, float]:
+    """CPU seconds so far of the daemon, its code servers, and the run workers (spawned and
+    reaped by the code servers, so counted in their children's time)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = {"daemon": 0.0, "code servers": 0.0, "run workers": 0.0}
+    for proc in group_processes(pgid):
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        own = (int(fields[11]) + int(fields[12])) / ticks
+        reaped = (int(fields[13]) + int(fields[14])) / ticks
+        if "dagster-daemon" in cmdline:
+            cpu["daemon"] += own
+            cpu["run workers"] += reaped  # code servers that were replaced, with their runs
+        elif "grpc" in cmdline:
+            cpu["code servers"] += own
+            cpu["run workers"] += reaped
+        elif "spawn_main" in cmdline:
+            cpu["run workers"] += own
+    return cpu

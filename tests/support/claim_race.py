@@ -1,4 +1,4 @@
-"""Processes racing for one session's claim, for the concurrency test and bench.gate: each
+"""Processes racing for one session's claim, for the concurrency test and bench.timing.gate: each
 contender has its own connection; every round releases them all at once."""
 
 import multiprocessing as mp

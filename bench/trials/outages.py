@@ -2,7 +2,7 @@
 for the scheduler while admins set times. Sweeps are real ``join_link_fallback_sweep_job``
 runs (``dagster job execute``); the front door is the real app under uvicorn.
 
-    .venv/bin/python -m bench.outages [--restarts 5] [--patches 100]
+    .venv/bin/python -m bench.trials.outages [--restarts 5] [--patches 100]
 
 - PostgreSQL restart: a private server (the pgserver binaries) holds the application
   database; while a sweep is generating its 50 sessions the server is restarted (fast mode:
@@ -41,7 +41,7 @@ from bench.common import (
     sweep,
     table,
 )
-from bench.front_door import SECRET, admin_headers, serve
+from bench.timing.front_door import SECRET, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.local.ports import free_port

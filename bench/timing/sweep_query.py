@@ -3,7 +3,7 @@ the candidate query, its median latency vs fetching 50 rows by primary key; its 
 with many always-failing (poison) FAILED sessions older than every other candidate; and the
 same query without the partial indexes, to show what they buy.
 
-    .venv/bin/python -m bench.sweep_query [--rows 1000000] [--due 5000] [--poison 100000]
+    .venv/bin/python -m bench.timing.sweep_query [--rows 1000000] [--due 5000] [--poison 100000]
 """
 
 import argparse

@@ -2,7 +2,7 @@
 HTTP registrar) is stopped inside bulkRegister; after the stale window a real
 ``join_link_fallback_sweep_job`` run must reclaim and complete the session.
 
-    .venv/bin/python -m bench.crash_recovery [--trials 20] [--zombies 20]
+    .venv/bin/python -m bench.trials.crash_recovery [--trials 20] [--zombies 20]
 
 - SIGKILL trials: the run's process group is killed while its bulkRegister call is in flight.
   Recovered = the sweep leaves the session COMPLETED at attempt 2 with the second call's job id.

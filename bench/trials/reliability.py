@@ -1,6 +1,6 @@
 """Reliability figures, counted (issue 6). Each section prints what it tried and what broke.
 
-    .venv/bin/python -m bench.reliability [--claims 10000] [--duplicates 100] [--bodies 1000]
+    .venv/bin/python -m bench.trials.reliability [--claims 10000] [--duplicates 100] [--bodies 1000]
 
 - contended claims: 8 processes, one session, rounds until ``--claims`` claim attempts; a
   duplicate is a round with more than one winner (each winner would call bulkRegister);
@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from sqlalchemy import Engine, func, select, text
 
-from bench.common import bench_database, machine, table
-from bench.gate import _reset, contended
+from bench.common import bench_database, contended, machine, reset_due_sessions, table
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.local import LocalRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -38,7 +37,7 @@ PROCESSES = 8
 
 
 def contended_claims(url: str, engine: Engine, claims: int) -> tuple[str, ...]:
-    _reset(engine, 1)
+    reset_due_sessions(engine, 1)
     rounds, exactly_one, total = contended(url, engine, claims // PROCESSES, PROCESSES)
     return (
         "contended claims (8 processes, one session)",
@@ -51,7 +50,7 @@ def contended_claims(url: str, engine: Engine, claims: int) -> tuple[str, ...]:
 def duplicate_delivery(engine: Engine, trials: int) -> tuple[str, ...]:
     repository = ProgramSessionRepository(engine)
     registrar = LocalRegistrar(engine)
-    _reset(engine, trials)  # `trials` due SCHEDULED sessions, ids 1..trials
+    reset_due_sessions(engine, trials)  # `trials` due SCHEDULED sessions, ids 1..trials
     with engine.begin() as conn:
         conn.execute(
             text(

@@ -1,5 +1,5 @@
 """The front door's baseline: a bare Starlette endpoint doing the same single UPDATE, with no
-auth, validation envelope, metrics or scheduler. Served by ``bench.front_door``."""
+auth, validation envelope, metrics or scheduler. Served by ``bench.timing.front_door``."""
 
 import os
 from collections.abc import AsyncIterator

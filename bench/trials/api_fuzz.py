@@ -2,7 +2,7 @@
 local moto server), its OpenAPI document fetched over HTTP, every documented operation fuzzed
 with admin credentials and with generated (mostly junk) credentials.
 
-    .venv/bin/python -m bench.api_fuzz [--cases 1200]
+    .venv/bin/python -m bench.trials.api_fuzz [--cases 1200]
 
 Counted: cases sent, 5xx answers, answers carrying a stack trace, answers that break the
 documented contract (status code, content type, response schema, the JSON envelope).
@@ -23,7 +23,7 @@ from schemathesis.checks import (
 )
 
 from bench.common import add_sessions, bench_database, machine, table
-from bench.front_door import admin_headers, app_env, serve
+from bench.timing.front_door import admin_headers, app_env, serve
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import start_moto
 from jlg_pipeline.local.ports import free_port

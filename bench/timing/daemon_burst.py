@@ -3,7 +3,7 @@ QueuedRunCoordinator, one run per event), until every session is COMPLETED. Repo
 duplicate generations and the peak memory of the daemon's process tree, against N x the
 empty-run time divided by the configured run concurrency.
 
-    .venv/bin/python -m bench.daemon_burst [--events 200] [--concurrency N]
+    .venv/bin/python -m bench.timing.daemon_burst [--events 200] [--concurrency N]
 
 ``--concurrency`` overrides dagster.yaml's ``max_concurrent_runs`` in the benchmark's own
 instance (the baseline divides by the same number), to compare settings in one place.
@@ -12,12 +12,10 @@ instance (the baseline divides by the same number), to compare settings in one p
 import argparse
 import json
 import os
-import re
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -30,62 +28,18 @@ from bench.common import (
     bench_database,
     dagster_env,
     generated_twice,
+    group_cpu_seconds,
+    group_rss_kib,
     machine,
     moto_process,
     start_daemon,
     status_counts,
     table,
 )
-from bench.runs import EMPTY_JOB, measure
+from bench.timing.runs import EMPTY_JOB, measure
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.stack import Children
-
-
-def _group_processes(pgid: int) -> Iterator[Path]:
-    """The /proc entries of the processes in process group ``pgid``."""
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and os.getpgid(int(proc.name)) == pgid:
-                yield proc
-        except ProcessLookupError:
-            continue
-
-
-def _group_rss_kib(pgid: int) -> int:
-    total = 0
-    for proc in _group_processes(pgid):
-        try:
-            match = re.search(r"VmRSS:\s+(\d+)", (proc / "status").read_text())
-        except OSError:
-            continue
-        if match:
-            total += int(match.group(1))
-    return total
-
-
-def group_cpu_seconds(pgid: int) -> dict[str, float]:
-    """CPU seconds so far of the daemon, its code servers, and the run workers (spawned and
-    reaped by the code servers, so counted in their children's time)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = {"daemon": 0.0, "code servers": 0.0, "run workers": 0.0}
-    for proc in _group_processes(pgid):
-        try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        own = (int(fields[11]) + int(fields[12])) / ticks
-        reaped = (int(fields[13]) + int(fields[14])) / ticks
-        if "dagster-daemon" in cmdline:
-            cpu["daemon"] += own
-            cpu["run workers"] += reaped  # code servers that were replaced, with their runs
-        elif "grpc" in cmdline:
-            cpu["code servers"] += own
-            cpu["run workers"] += reaped
-        elif "spawn_main" in cmdline:
-            cpu["run workers"] += own
-    return cpu
 
 
 def machine_busy_seconds() -> tuple[float, float]:
@@ -171,7 +125,7 @@ def main() -> None:
                 def sample() -> None:
                     nonlocal peak
                     while not stop.wait(0.5):
-                        peak = max(peak, _group_rss_kib(pgid))
+                        peak = max(peak, group_rss_kib(pgid))
 
                 threading.Thread(target=sample, daemon=True).start()
                 time.sleep(10)  # the daemon and its code server are up before the burst

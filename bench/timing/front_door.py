@@ -3,7 +3,7 @@ process, at fixed rates, against the real app (auth, validation, envelope, metri
 upsert to a local moto server) and against a bare Starlette endpoint doing the same single
 UPDATE, both with the same uvicorn settings and worker count (one unless --workers).
 
-    .venv/bin/python -m bench.front_door [--rates 25,50,100,150] [--seconds 8] [--workers 1]
+    .venv/bin/python -m bench.timing.front_door [--rates 25,50,100,150] [--seconds 8] [--workers 1]
 """
 
 import argparse
@@ -154,7 +154,7 @@ def main() -> None:
             rows = []
             for factory, headers in (
                 ("web.app:create_app", auth),
-                ("bench.bare_app:create_bare_app", {}),
+                ("bench.timing.bare_app:create_bare_app", {}),
             ):
                 process, base = serve(factory, env, args.workers)
                 try:

@@ -1,7 +1,7 @@
 """Local registrar benchmark: bulkRegister of 10,000 registrants for one session vs a COPY of
 the same join-link rows into the same table.
 
-    .venv/bin/python -m bench.local_registrar [--registrants 10000] [--repeat 3]
+    .venv/bin/python -m bench.timing.local_registrar [--registrants 10000] [--repeat 3]
 """
 
 import argparse

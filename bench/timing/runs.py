@@ -2,7 +2,7 @@
 generation through the local registrar) vs an empty one-op job, both executed the same way
 (``dagster job execute``, in-process executor, one PostgreSQL-backed instance).
 
-    .venv/bin/python -m bench.runs [--repeat 5]
+    .venv/bin/python -m bench.timing.runs [--repeat 5]
 """
 
 import argparse
@@ -33,7 +33,7 @@ EMPTY_JOB = [
     "job",
     "execute",
     "-f",
-    str(ROOT / "bench" / "empty_job.py"),
+    str(ROOT / "bench" / "timing" / "empty_job.py"),
     "-j",
     "empty_job",
 ]

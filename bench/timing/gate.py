@@ -1,18 +1,17 @@
 """Gate benchmark: claims/s through the repository vs a raw psycopg conditional UPDATE of
 the same rows on the same pool; then 8 processes contending for one session, many rounds.
 
-    .venv/bin/python -m bench.gate [--sessions 5000] [--rounds 1000]
+    .venv/bin/python -m bench.timing.gate [--sessions 5000] [--rounds 1000]
 """
 
 import argparse
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from bench.common import bench_database, machine, table, timed
+from bench.common import bench_database, contended, machine, reset_due_sessions, table, timed
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from tests.support.claim_race import claim_race
 
 RAW_CLAIM = """
 UPDATE hdb_program_session
@@ -25,20 +24,6 @@ UPDATE hdb_program_session
         OR (link_generation_status = 'IN_PROGRESS' AND updated_at < now() - interval '30 minutes'))
 RETURNING id, program_id, link_generation_attempt, link_generation_at
 """
-
-
-def _reset(engine: Engine, count: int) -> None:
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE hdb_program_session RESTART IDENTITY CASCADE"))
-        conn.execute(
-            text(
-                "INSERT INTO hdb_program_session"
-                " (program_id, link_generation_at, link_generation_status)"
-                " SELECT 1, now() - interval '1 minute', 'SCHEDULED' FROM generate_series(1, :n)"
-            ),
-            {"n": count},
-        )
-        conn.execute(text("ANALYZE hdb_program_session"))
 
 
 def repository_claims(engine: Engine, count: int) -> float:
@@ -67,24 +52,6 @@ def raw_claims(engine: Engine, count: int) -> float:
     return timed(run)
 
 
-def contended(url: str, engine: Engine, rounds: int, processes: int = 8) -> tuple[int, int, int]:
-    """(rounds, rounds with exactly one winner, total wins)."""
-    exactly_one = total = 0
-    with claim_race(url, 1, processes) as run_round:
-        for _ in range(rounds):
-            with engine.begin() as conn:
-                conn.execute(
-                    text(
-                        "UPDATE hdb_program_session SET link_generation_status = 'SCHEDULED',"
-                        " link_generation_at = now() - interval '1 minute' WHERE id = 1"
-                    )
-                )
-            wins = sum(attempt is not None for attempt in run_round())
-            exactly_one += int(wins == 1)
-            total += wins
-    return rounds, exactly_one, total
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sessions", type=int, default=5000)
@@ -94,9 +61,9 @@ def main() -> None:
         engine = create_engine(url, pool_size=2, max_overflow=0)
         results = []
         for _ in range(3):  # alternate, take the best of each, to damp noise
-            _reset(engine, args.sessions)
+            reset_due_sessions(engine, args.sessions)
             repo_s = repository_claims(engine, args.sessions)
-            _reset(engine, args.sessions)
+            reset_due_sessions(engine, args.sessions)
             raw_s = raw_claims(engine, args.sessions)
             results.append((repo_s, raw_s))
         repo_best = min(r for r, _ in results)
@@ -114,7 +81,7 @@ def main() -> None:
             ],
             ("path", "claims/s", "vs raw (target ≥ 0.80x)"),
         )
-        _reset(engine, 1)
+        reset_due_sessions(engine, 1)
         rounds, exactly_one, total = contended(url, engine, args.rounds)
         table(
             "Gate: 8 processes claiming one session at once",

@@ -4,7 +4,7 @@ Two setups side by side in one run: the settings before tuning (sensor every 15 
 polling, runs dequeued one by one every 2 s) and the shipped ones (JLG_SQS_SENSOR_INTERVAL_S,
 JLG_SQS_WAIT_S and dagster.yaml).
 
-    .venv/bin/python -m bench.realtime_latency [--events 20] [--idle-seconds 60]
+    .venv/bin/python -m bench.timing.realtime_latency [--events 20] [--idle-seconds 60]
 """
 
 import argparse
@@ -26,12 +26,12 @@ from bench.common import (
     add_sessions,
     bench_database,
     dagster_env,
+    group_cpu_seconds,
     machine,
     moto_process,
     start_daemon,
     table,
 )
-from bench.daemon_burst import group_cpu_seconds
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S, DEFAULT_SQS_WAIT_S
 from jlg_pipeline.domain.messages import build_message

@@ -1,0 +1,1 @@
+"""Reliability trials: failures injected and outcomes counted."""
