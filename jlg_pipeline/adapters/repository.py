@@ -22,6 +22,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    true,
     union_all,
     update,
 )
@@ -40,7 +41,6 @@ from jlg_pipeline.domain.models import (
 from jlg_pipeline.domain.status import CLAIMABLE_STATUSES, LinkGenerationStatus
 
 S = LinkGenerationStatus
-_SET_ATTEMPTS = 3
 
 
 def _ms(value: int) -> ColumnElement[timedelta]:
@@ -140,18 +140,19 @@ class ProgramSessionRepository:
         ]
 
     @staticmethod
-    def _to_state(row: Row[Any]) -> LinkGenerationState:
+    def _to_state(row: Row[Any], prefix: str = "") -> LinkGenerationState:
+        values = row._mapping
         return LinkGenerationState(
-            id=row.id,
-            link_generation_at=row.link_generation_at,
-            status=S(row.link_generation_status),
-            attempt=row.link_generation_attempt,
-            last_error=row.link_generation_last_error,
-            job_id=row.link_generation_job_id,
-            updated_at=row.updated_at,
-            deleted=bool(row.deleted),
-            stale=bool(row.stale),
-            due=bool(row.due),
+            id=values[f"{prefix}id"],
+            link_generation_at=values[f"{prefix}link_generation_at"],
+            status=S(values[f"{prefix}link_generation_status"]),
+            attempt=values[f"{prefix}link_generation_attempt"],
+            last_error=values[f"{prefix}link_generation_last_error"],
+            job_id=values[f"{prefix}link_generation_job_id"],
+            updated_at=values[f"{prefix}updated_at"],
+            deleted=bool(values[f"{prefix}deleted"]),
+            stale=bool(values[f"{prefix}stale"]),
+            due=bool(values[f"{prefix}due"]),
         )
 
     def get_state(self, session_id: int) -> LinkGenerationState | None:
@@ -179,7 +180,15 @@ class ProgramSessionRepository:
         if link_generation_at is not None:
             link_generation_at = validation.aware_datetime(link_generation_at)
         status = S.NOT_SCHEDULED if link_generation_at is None else S.SCHEDULED
-        statement = (
+        # One statement: the row as it was (locked) and the row as written, if it was. Both
+        # read the newest committed version, so the outcome and the prior state agree.
+        before = (
+            select(*self._state_columns())
+            .where(ps.c.id == session_id)
+            .with_for_update()
+            .cte("before")
+        )
+        after = (
             update(ps)
             .where(
                 ps.c.id == session_id,
@@ -195,20 +204,22 @@ class ProgramSessionRepository:
                 updated_by=actor_user_id,
             )
             .returning(*self._state_columns())
+            .cte("after")
         )
-        # A refusal is diagnosed by a read after the write found nothing. Should that read
-        # see a row the write could have taken (it changed in between), write again.
-        for _ in range(_SET_ATTEMPTS):
-            with translate_errors("setting link generation"), self._engine.begin() as conn:
-                row = conn.execute(statement).one_or_none()
-            if row is not None:
-                return SetResult(SetOutcome.UPDATED, self._to_state(row))
-            current = self.get_state(session_id)
-            if current is None or current.deleted:
-                return SetResult(SetOutcome.NOT_FOUND)
-            if current.status is S.IN_PROGRESS and not current.stale:
-                return SetResult(SetOutcome.IN_PROGRESS, current)
-        return SetResult(SetOutcome.IN_PROGRESS, self.get_state(session_id))
+        statement = select(
+            *(c.label(f"before_{c.name}") for c in before.c),
+            *(c.label(f"after_{c.name}") for c in after.c),
+        ).select_from(before.outerjoin(after, true()))
+        with translate_errors("setting link generation"), self._engine.begin() as conn:
+            row = conn.execute(statement).one_or_none()
+        if row is None:
+            return SetResult(SetOutcome.NOT_FOUND)
+        if row.after_id is not None:
+            return SetResult(SetOutcome.UPDATED, self._to_state(row, "after_"))
+        prior = self._to_state(row, "before_")
+        if prior.deleted:
+            return SetResult(SetOutcome.NOT_FOUND)
+        return SetResult(SetOutcome.IN_PROGRESS, prior)
 
     def claim(self, session_id: int) -> Claim | None:
         """The one gate: atomically move a due, claimable session to IN_PROGRESS.
