@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 
@@ -69,12 +70,19 @@ class DueSession:
 
 @dataclass(frozen=True, slots=True)
 class BulkRegisterRequest:
-    """iface-05: ``bulkRegister({sessionId, role, batchSize}, actorUserId)``."""
+    """iface-05: ``bulkRegister({sessionId, role, batchSize}, actorUserId)``. Checked when
+    made (InvalidInput names the bad field), so every registrar can trust it."""
 
     session_id: int
     role: str | None = None
     batch_size: int | None = None
     actor_user_id: int | None = None
+
+    def __post_init__(self) -> None:
+        validation.session_id(self.session_id)
+        validation.role(self.role)
+        validation.batch_size(self.batch_size)
+        validation.actor_user_id(self.actor_user_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ from typing import Any
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import (
     DatabaseUnavailable,
     GenerationFailed,
@@ -58,15 +57,10 @@ def generate_for_session(
     attempt took the claim meanwhile). Raises InvalidInput, before any write, for bad
     arguments, and GenerationFailed, after marking FAILED, when bulkRegister fails.
     """
-    session_id = validation.session_id(session_id)
     if not isinstance(trigger, Trigger):
         raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
-    request = BulkRegisterRequest(
-        session_id=session_id,
-        role=validation.role(role),
-        batch_size=validation.batch_size(batch_size),
-        actor_user_id=validation.actor_user_id(actor_user_id),
-    )
+    # Checked once, here, before any write; the repository and the registrar trust it.
+    request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
     claim = repository.claim(session_id)

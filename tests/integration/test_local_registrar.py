@@ -1,6 +1,7 @@
 """The embedded registrar against real PostgreSQL: eligibility, batches, no duplicates."""
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -85,14 +86,12 @@ def test_missing_or_deleted_session_is_rejected(engine: Engine) -> None:
 
 
 @pytest.mark.parametrize(
-    "request_",
-    [BulkRegisterRequest(0), BulkRegisterRequest(1, batch_size=0), BulkRegisterRequest(1, role="")],
+    "fields",
+    [{"session_id": 0}, {"session_id": 1, "batch_size": 0}, {"session_id": 1, "role": ""}],
 )
-def test_bad_request_is_refused_before_any_write(
-    engine: Engine, request_: BulkRegisterRequest
-) -> None:
+def test_bad_request_is_refused_before_any_write(engine: Engine, fields: dict[str, Any]) -> None:
     create_session(engine)
-    with pytest.raises(InvalidInput):
-        LocalRegistrar(engine).bulk_register(request_)
+    with pytest.raises(InvalidInput):  # a bad request cannot even be made
+        LocalRegistrar(engine).bulk_register(BulkRegisterRequest(**fields))
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(local_bulk_job)).scalar_one() == 0

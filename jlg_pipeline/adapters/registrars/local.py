@@ -15,7 +15,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import local_bulk_job, local_join_link, local_registration
 from jlg_pipeline.adapters.tables import program_session as ps
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
@@ -29,10 +28,8 @@ class LocalRegistrar:
         self._join_url_base = join_url_base.rstrip("/")
 
     def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
-        session_id = validation.session_id(request.session_id)
-        role = validation.role(request.role)
-        batch_size = validation.batch_size(request.batch_size) or DEFAULT_REGISTRAR_BATCH_SIZE
-        actor = validation.actor_user_id(request.actor_user_id)
+        session_id, role, actor = request.session_id, request.role, request.actor_user_id
+        batch_size = request.batch_size or DEFAULT_REGISTRAR_BATCH_SIZE
         job_id = str(uuid.uuid4())
 
         with translate_errors("starting a local bulk job"), self._engine.begin() as conn:
