@@ -15,6 +15,7 @@ from jlg_pipeline.log import log_event
 logger = logging.getLogger(__name__)
 
 RENEWALS_PER_WINDOW = 3
+STOP_WAIT_S = 5.0
 
 
 @contextmanager
@@ -54,5 +55,6 @@ def lease(repository: ProgramSessionRepository, claim: Claim) -> Iterator[None]:
         yield
     finally:
         stop.set()
-        # A renewal still running after the mark changes nothing: it is fenced to IN_PROGRESS.
-        renewer.join(timeout=interval_s)
+        # Normally instant (the renewer waits on ``stop``). A renewal still running after the
+        # mark changes nothing, being fenced to IN_PROGRESS, so the gate never waits long.
+        renewer.join(timeout=min(interval_s, STOP_WAIT_S))
