@@ -27,7 +27,7 @@ from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT, MAX_RETRY_ATTEMP
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
 from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
 from jlg_pipeline.orchestration.resources import DatabaseResource
-from jlg_pipeline.orchestration.tags import TRIGGER_TAG, trigger_of
+from jlg_pipeline.orchestration.tags import OUTCOME_TAG, TRIGGER_TAG, trigger_of
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.sweep import backfill_window, sweep_overdue_sessions
 
@@ -35,7 +35,10 @@ RETRY_DELAY_SECONDS = 10.0
 # The longest Retry-After honoured: the run waits in its process, holding a run slot.
 MAX_RETRY_AFTER_SECONDS = 300.0
 BACKFILL_START_DATE = "2026-01-01"
-backfill_partitions = DailyPartitionsDefinition(start_date=BACKFILL_START_DATE, timezone="UTC")
+# end_offset=1: today's partition exists too, so a session due this morning can be backfilled.
+backfill_partitions = DailyPartitionsDefinition(
+    start_date=BACKFILL_START_DATE, timezone="UTC", end_offset=1
+)
 
 
 class GenerateJoinLinksConfig(Config):
@@ -47,6 +50,14 @@ class GenerateJoinLinksConfig(Config):
 
 class SweepConfig(Config):
     batchLimit: int = FALLBACK_BATCH_LIMIT
+
+
+FAILED_OUTCOME = "failed"
+
+
+def _tag_outcome(context: OpExecutionContext, outcome: str) -> None:
+    """Show in the Runs list what the run did: a skipped run also says Success."""
+    context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: outcome})
 
 
 def _outcome_metadata(outcome: GenerationOutcome) -> dict[str, str | int | None]:
@@ -101,8 +112,11 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
                 actor_user_id=config.actorUserId,
             )
         except InvalidInput as exc:
+            _tag_outcome(context, FAILED_OUTCOME)
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
         except GenerationFailed as exc:
+            # A retry that then succeeds replaces it: the tag says how the run ended.
+            _tag_outcome(context, FAILED_OUTCOME)
             if exc.retryable and exc.retry_after_s is not None:
                 # The service said when to come back (429/503 Retry-After): wait that long,
                 # bounded, within the same retry budget as the RetryPolicy.
@@ -120,6 +134,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
                 },
                 allow_retries=exc.retryable,
             ) from exc
+        _tag_outcome(context, outcome.result.value)
         return Output(None, metadata=_outcome_metadata(outcome))
 
     @job(
@@ -160,6 +175,8 @@ def sweep_overdue_sessions_op(
     name="join_link_fallback_sweep_job",
     executor_def=in_process_executor,
     description="The fallback sweep: every overdue, not-COMPLETED session through the gate.",
+    # A launch from the UI or CLI says so; the schedule's runs carry trigger=cron instead.
+    tags={TRIGGER_TAG: Trigger.MANUAL.value},
 )
 def join_link_fallback_sweep_job() -> None:
     sweep_overdue_sessions_op()

@@ -1,5 +1,6 @@
 """The project's dagster.yaml builds the instance it promises: PostgreSQL storage, a queued
-run coordinator limited per session, run monitoring on, telemetry off. (The real daemon is
+run coordinator limited per session, run monitoring on, telemetry off, the package's log
+lines in each run's event log. (The real daemon is
 driven end to end in tests/e2e.)"""
 
 import shutil
@@ -9,6 +10,13 @@ import pytest
 from dagster import DagsterInstance
 from dagster._core.run_coordinator import QueuedRunCoordinator
 from dagster_postgres import PostgresRunStorage
+from sqlalchemy import Engine
+
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.orchestration.jobs import build_generation_job
+from jlg_pipeline.orchestration.resources import DatabaseResource
+from tests.support.factories import create_session, force_state
+from tests.support.fakes import RecordingRegistrar
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,3 +39,28 @@ def test_instance_config_is_postgres_queued_and_limited_per_session(
         } in limits
         assert instance.run_monitoring_enabled
         assert not instance.telemetry_enabled
+
+
+def test_the_package_log_lines_reach_the_run_event_log(
+    engine: Engine,
+    db_url: str,
+    dagster_storage_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", dagster_storage_url)
+    sid = create_session(engine)
+    force_state(engine, sid, LinkGenerationStatus.SCHEDULED)
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.get_settings("python_logs")["managed_python_loggers"] == ["jlg_pipeline"]
+        result = build_generation_job(retry_delay_seconds=0).execute_in_process(
+            run_config={"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}},
+            resources={"database": DatabaseResource(url=db_url), "registrar": RecordingRegistrar()},
+            instance=instance,
+        )
+        messages = [
+            entry.user_message for entry in instance.all_logs(result.run_id) if entry.user_message
+        ]
+    assert any(m.startswith("generation.dispatched") for m in messages), messages
+    assert any(f"generation.completed session_id={sid}" in m for m in messages), messages

@@ -283,3 +283,39 @@ def test_a_trickling_answer_hits_the_deadline_is_retried_and_completes(
     assert service.calls == 2
     assert time.monotonic() - started < 6
     assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+
+
+def test_each_generation_run_is_tagged_with_what_it_did(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    instance = DagsterInstance.ephemeral()
+
+    def run(fake: RecordingRegistrar, session_id: int) -> str | None:
+        result = FAST_RETRIES.execute_in_process(
+            run_config=_generate_config(session_id),
+            resources={"database": DatabaseResource(url=db_url), "registrar": fake},
+            instance=instance,
+            raise_on_error=False,
+        )
+        stored = instance.get_run_by_id(result.run_id)
+        assert stored is not None
+        return stored.tags.get("jlg/outcome")
+
+    assert run(RecordingRegistrar(), sid) == "completed"
+    assert run(RecordingRegistrar(), sid) == "skipped"
+    failing = create_session(engine)
+    force_state(engine, failing, S.SCHEDULED)
+    assert (
+        run(RecordingRegistrar(error=RegistrarRejected("bulkRegister answered 422")), failing)
+        == "failed"
+    )
+
+
+def test_a_manually_launched_sweep_carries_a_trigger_tag() -> None:
+    assert join_link_fallback_sweep_job.tags[TRIGGER_TAG] == "manual"
+
+
+def test_backfill_partitions_include_today() -> None:
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    assert join_link_backfill_job.partitions_def is not None
+    assert join_link_backfill_job.partitions_def.get_partition_keys()[-1] == today
