@@ -44,6 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_dev(REPOSITORY_ROOT)
         settings = Settings.from_env()
         if args.command == "token":
+            if not settings.jwt_secret and not settings.jwt_public_key:
+                # Under `jlg dev` the secret is this checkout's; nothing to export by hand.
+                from jlg_pipeline.local.stack import dev_jwt_secret
+
+                settings = settings.model_copy(
+                    update={"jwt_secret": dev_jwt_secret(REPOSITORY_ROOT)}
+                )
             settings.require_jwt_key()
             if not settings.jwt_secret:
                 raise ConfigError("jlg token signs with JLG_JWT_SECRET (HS256)")

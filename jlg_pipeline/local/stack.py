@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -106,11 +107,48 @@ def private_file(path: Path, flags: int) -> BinaryIO:
     return os.fdopen(descriptor, "ab" if flags & os.O_APPEND else "wb")
 
 
+DEV_SECRET_FILE = Path(".data") / "dev-jwt-secret"
+DEV_ENV_FILE = Path(".data") / "dev.env"
+# What a shell needs to run the Dagster CLI and jlg against the running stack.
+DEV_ENV_NAMES = (
+    "DAGSTER_HOME",
+    "DAGSTER_POSTGRES_URL",
+    "JLG_DATABASE_URL",
+    "JLG_JWT_SECRET",
+    "JLG_SQS_QUEUE_URL",
+    "JLG_REGISTRAR",
+    "JLG_ONLINE_SESSION_URL",
+    "ENABLE_JOIN_LINK_SCHEDULER",
+    "ENABLE_JOIN_LINK_FALLBACK_CRON",
+    "AWS_SCHEDULER_TARGET_QUEUE_ARN",
+    "AWS_SCHEDULER_EXECUTION_ROLE_ARN",
+    "AWS_SCHEDULER_GROUP_NAME",
+    "AWS_ENDPOINT_URL",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+)
+
+
+def dev_jwt_secret(root: Path) -> str | None:
+    """The local stack's JWT secret, if ``jlg dev`` has made one in this checkout."""
+    path = root / DEV_SECRET_FILE
+    return path.read_text().strip() if path.exists() else None
+
+
+def write_dev_env(path: Path, env: dict[str, str]) -> None:
+    """``export`` lines for the stack's settings (private: it holds the JWT secret), so
+    ``source .data/dev.env`` makes the README's Dagster CLI commands work in any shell."""
+    lines = [f"export {name}={shlex.quote(env[name])}\n" for name in DEV_ENV_NAMES if env.get(name)]
+    with private_file(path, os.O_WRONLY | os.O_TRUNC) as out:
+        out.write("".join(lines).encode())
+
+
 def _jwt_secret(data_dir: Path) -> str:
     given = os.environ.get("JLG_JWT_SECRET")
     if given:
         return given
-    path = data_dir / "dev-jwt-secret"
+    path = data_dir / DEV_SECRET_FILE.name
     if not path.exists():
         with private_file(path, os.O_WRONLY | os.O_EXCL) as out:
             out.write(secrets.token_urlsafe(48).encode())
@@ -181,6 +219,7 @@ def run_dev(root: Path) -> int:
                 "TMPDIR": str(data / "tmp"),
             }
         )
+        write_dev_env(root / DEV_ENV_FILE, env)
         bin_dir = Path(sys.executable).parent
         workspace = str(root / "workspace.yaml")
         children.start(
@@ -223,7 +262,7 @@ def run_dev(root: Path) -> int:
         wait_until_answers(f"http://127.0.0.1:{ports.web}/readyz", 60, children.running)
         wait_until_answers(f"http://127.0.0.1:{ports.dagster}/server_info", 120, children.running)
         if not children.exited():
-            _banner(ports, secret, demo_ids, logs, standin is not None)
+            _banner(root, ports, secret, demo_ids, logs, standin is not None)
 
         while not stop.is_set():
             dead = children.exited()
@@ -246,7 +285,9 @@ def run_dev(root: Path) -> int:
         pg.stop()
 
 
-def _banner(ports: Ports, secret: str, demo_ids: list[int], logs: Path, standin: bool) -> None:
+def _banner(
+    root: Path, ports: Ports, secret: str, demo_ids: list[int], logs: Path, standin: bool
+) -> None:
     token = mint_token(secret, user_id=1, roles=("admin",), ttl_seconds=12 * 3600)
     first = demo_ids[0]
     where = (
@@ -272,6 +313,14 @@ jlg-pipeline is running (Ctrl-C stops everything)
       -H "Authorization: Bearer {token}" -H "X-Active-Role: admin" \\
       -H "Content-Type: application/json" \\
       -d "{{\\"linkGenerationAt\\": \\"$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)\\"}}"
+
+  more tokens: .venv/bin/jlg token [--user-id 2] [--roles mentor]   (a mentor token with
+    X-Active-Role: mentor shows the 403s; jlg token reads this stack's secret by itself)
+  the Dagster CLI against this stack, from another shell in {root}:
+    source {DEV_ENV_FILE}
+    .venv/bin/dagster job launch -j join_link_fallback_sweep_job -w workspace.yaml
+    .venv/bin/dagster job backfill -j join_link_backfill_job -w workspace.yaml \\
+      --from $(date -u +%Y-%m-%d) --to $(date -u +%Y-%m-%d) --noprompt
 """,
         flush=True,
     )

@@ -2,10 +2,13 @@
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
+import jwt
 import pytest
 
+from jlg_pipeline import cli
 from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Settings, sqs_wait_s, timing_windows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import stack
@@ -108,3 +111,36 @@ def test_sqs_wait_is_within_what_sqs_allows(raw: str, ok: bool) -> None:
     else:
         with pytest.raises(ConfigError, match="JLG_SQS_WAIT_S"):
             sqs_wait_s({"JLG_SQS_WAIT_S": raw})
+
+
+def test_dev_env_is_private_and_sourceable(tmp_path: Path) -> None:
+    path = tmp_path / "dev.env"
+    env = {
+        "DAGSTER_HOME": str(tmp_path / "dagster home"),
+        "JLG_JWT_SECRET": "it's-$ecret",
+        "JLG_DATABASE_URL": "postgresql://postgres@127.0.0.1/jlg",
+        "UNRELATED": "x",
+    }
+    stack.write_dev_env(path, env)
+    assert _mode(path) == 0o600
+    shown = subprocess.run(
+        ["bash", "-c", f'source {path} && echo "$DAGSTER_HOME|$JLG_JWT_SECRET|${{UNRELATED:-}}"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert shown == f"{tmp_path / 'dagster home'}|it's-$ecret|"
+
+
+def test_jlg_token_uses_the_dev_stack_secret_when_none_is_exported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "Kq3v-8Zt_wP1mXa9" * 3
+    (tmp_path / ".data").mkdir()
+    (tmp_path / ".data" / "dev-jwt-secret").write_text(secret)
+    monkeypatch.delenv("JLG_JWT_SECRET", raising=False)
+    monkeypatch.delenv("JLG_JWT_PUBLIC_KEY", raising=False)
+    monkeypatch.setattr(cli, "REPOSITORY_ROOT", tmp_path)
+    assert cli.main(["token", "--roles", "mentor", "--user-id", "2"]) == 0
+    claims = jwt.decode(capsys.readouterr().out.strip(), secret, algorithms=["HS256"])
+    assert (claims["sub"], claims["roles"]) == ("2", ["mentor"])
