@@ -300,33 +300,38 @@ class ProgramSessionRepository:
             ps.c.deleted_at.is_(None),
             ps.c.link_generation_at <= func.now() - _ms(self.windows.grace_ms),
         )
-        fresh = (
-            select(
-                ps.c.id,
-                ps.c.link_generation_at,
-                ps.c.link_generation_status,
-                literal(0).label("tier"),
-                literal(0).label("rank"),
+
+        def tier(
+            number: int,
+            rank: ColumnElement[Any],
+            order: Sequence[ColumnElement[Any]],
+            *where: ColumnElement[bool],
+        ) -> Select[Any]:
+            return (
+                select(
+                    ps.c.id,
+                    ps.c.link_generation_at,
+                    ps.c.link_generation_status,
+                    literal(number).label("tier"),
+                    rank.label("rank"),
+                )
+                .where(overdue, *where)
+                .order_by(*order, ps.c.link_generation_at, ps.c.id)
+                .limit(limit)
             )
-            .where(
-                overdue,
-                ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
-                or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
-            )
-            .order_by(ps.c.link_generation_at, ps.c.id)
-            .limit(limit)
+
+        fresh = tier(
+            0,
+            literal(0),
+            (),
+            ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
+            or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
         )
-        failed = (
-            select(
-                ps.c.id,
-                ps.c.link_generation_at,
-                ps.c.link_generation_status,
-                literal(1).label("tier"),
-                ps.c.link_generation_attempt.label("rank"),
-            )
-            .where(overdue, ps.c.link_generation_status == S.FAILED.value)
-            .order_by(ps.c.link_generation_attempt, ps.c.link_generation_at, ps.c.id)
-            .limit(limit)
+        failed = tier(
+            1,
+            ps.c.link_generation_attempt,
+            (ps.c.link_generation_attempt,),
+            ps.c.link_generation_status == S.FAILED.value,
         )
         both = union_all(fresh, failed).subquery("candidates")
         return (
