@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from bench.common import bench_database, machine, table, timed
+from bench.common import add_registrants, add_sessions, bench_database, machine, table, timed
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.local import LocalRegistrar
 from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
@@ -18,19 +18,9 @@ from jlg_pipeline.domain.models import BulkRegisterRequest
 
 
 def setup(engine: Engine, registrants: int) -> int:
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jlg_local_registration (program_id, user_id, role)"
-                " SELECT 1, g, 'attendee' FROM generate_series(1, :n) AS g"
-            ),
-            {"n": registrants},
-        )
-        return int(
-            conn.execute(
-                text("INSERT INTO hdb_program_session (program_id) VALUES (1) RETURNING id")
-            ).scalar_one()
-        )
+    """``registrants`` eligible registrants and one session of their program; its id."""
+    add_registrants(engine, registrants)
+    return add_sessions(engine, 1, due=False)[0]
 
 
 def clear_links(engine: Engine) -> None:
