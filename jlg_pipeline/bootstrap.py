@@ -6,9 +6,10 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.config import Settings
-from jlg_pipeline.services.join_link_scheduler import JoinLinkScheduler, Scheduler
 from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.schedule_sync import Scheduler, ScheduleSync
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -32,7 +33,25 @@ def build_program_session_service(
     settings: Settings, engine: Engine, scheduler: Scheduler | None
 ) -> ProgramSessionService:
     repository = ProgramSessionRepository(engine, settings.windows)
-    join_link_scheduler = JoinLinkScheduler(
-        scheduler, enabled=settings.scheduler_enabled, target=settings.scheduler_target
+    return ProgramSessionService(repository, build_schedule_sync(settings, engine, scheduler))
+
+
+def build_schedule_sync(
+    settings: Settings, engine: Engine, scheduler: Scheduler | None
+) -> ScheduleSync:
+    return ScheduleSync(
+        ScheduleOutbox(engine),
+        scheduler,
+        settings.scheduler_target,
+        enabled=settings.scheduler_enabled,
     )
-    return ProgramSessionService(repository, join_link_scheduler)
+
+
+def resync_schedules(settings: Settings) -> int:
+    """``jlg schedules resync``: mark every armed, not-yet-due session pending. It only marks:
+    the sync job applies them, with its backoff and error keeping."""
+    engine = build_engine(settings)
+    try:
+        return build_schedule_sync(settings, engine, None).resync()
+    finally:
+        engine.dispose()

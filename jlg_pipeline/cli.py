@@ -1,4 +1,4 @@
-"""The ``jlg`` command: database migrations (more subcommands join as entry points grow)."""
+"""The ``jlg`` command: migrations, the local stack, tokens and schedule resync."""
 
 import argparse
 import logging
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.exc import OperationalError
 
+from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import ConfigError, JlgError
 from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate
@@ -29,6 +30,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     down = sub.add_parser("downgrade", help="revert migrations to a revision (e.g. base)")
     down.add_argument("revision")
     sub.add_parser("dev", help="LOCAL ONLY: run the whole system on this machine (Ctrl-C stops)")
+    schedules = sub.add_parser("schedules", help="EventBridge schedules of armed sessions")
+    schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
+    schedules_sub.add_parser(
+        "resync",
+        help="mark every armed, not-yet-due session pending, so the next sync rebuilds "
+        "EventBridge from the database (after turning the scheduler on, recreating the "
+        "schedule group, moving region)",
+    )
     token = sub.add_parser(
         "token", help="mint an HS256 bearer token from JLG_JWT_SECRET (local use)"
     )
@@ -62,7 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         url = args.database_url or settings.database_url
-        if args.command == "migrate":
+        if args.command == "schedules":
+            marked = bootstrap.resync_schedules(settings.model_copy(update={"database_url": url}))
+            print(
+                f"{marked} armed session(s) marked pending; join_link_schedule_sync_sensor "
+                "launches the sync (or run join_link_schedule_sync_job now)"
+            )
+        elif args.command == "migrate":
             migrate(url, args.revision, adopt=args.adopt)
         else:
             downgrade(url, args.revision)

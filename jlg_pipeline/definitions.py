@@ -4,12 +4,14 @@ tuning knobs; secrets reach the resources as ``EnvVar`` (resolved in the run, ne
 the UI). Nothing connects here."""
 
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import Definitions, EnvVar
+from dagster import BetaWarning, Definitions, EnvVar
 
 from jlg_pipeline.config import RegistrarKind, Settings, sqs_sensor_interval_s, sqs_wait_s
+from jlg_pipeline.domain.schedule import DEFAULT_GROUP
 from jlg_pipeline.orchestration.jobs import (
     build_generation_job,
     join_link_backfill_job,
@@ -21,8 +23,21 @@ from jlg_pipeline.orchestration.resources import (
     http_registrar,
     local_registrar,
 )
+from jlg_pipeline.orchestration.schedule_sync import (
+    build_schedule_sync_sensor,
+    join_link_schedule_sync_job,
+    schedule_sync,
+)
 from jlg_pipeline.orchestration.schedules import join_link_fallback_schedule
 from jlg_pipeline.orchestration.sensors import build_sqs_sensor
+
+# Dagster 1.13 copies a sensor that targets several jobs (the schedule sync sensor) with
+# owners=[] and then warns that `owners` is beta, though none is set: noise in every log.
+warnings.filterwarnings(
+    "ignore",
+    message="Parameter `owners` of initializer `SensorDefinition.__init__`",
+    category=BetaWarning,
+)
 
 
 def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -46,9 +61,17 @@ def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
         else local_registrar
     )
     queue_url = EnvVar("JLG_SQS_QUEUE_URL") if environ.get("JLG_SQS_QUEUE_URL") else None
+    target = settings.scheduler_target
     return {
         "database": database,
         "registrar": registrar,
+        "schedule_sync": schedule_sync.configured(
+            {
+                "queue_arn": settings.queue_arn,
+                "role_arn": settings.role_arn,
+                "group_name": target.group_name if target else DEFAULT_GROUP,
+            }
+        ),
         "sqs_queue": SqsQueueResource(queue_url=queue_url, wait_seconds=sqs_wait_s(environ)),
     }
 
@@ -56,8 +79,16 @@ def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
 def build_definitions(environ: Mapping[str, str]) -> Definitions:
     generation_job = build_generation_job()
     return Definitions(
-        jobs=[generation_job, join_link_fallback_sweep_job, join_link_backfill_job],
-        sensors=[build_sqs_sensor(generation_job.name, sqs_sensor_interval_s(environ))],
+        jobs=[
+            generation_job,
+            join_link_fallback_sweep_job,
+            join_link_backfill_job,
+            join_link_schedule_sync_job,
+        ],
+        sensors=[
+            build_sqs_sensor(generation_job.name, sqs_sensor_interval_s(environ)),
+            build_schedule_sync_sensor(generation_job),
+        ],
         schedules=[join_link_fallback_schedule],
         resources=build_resources(environ),
     )

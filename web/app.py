@@ -15,10 +15,11 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
 from jlg_pipeline import bootstrap
+from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
-from jlg_pipeline.services.join_link_scheduler import Scheduler
+from jlg_pipeline.services.schedule_sync import Scheduler
 from web import envelope, routes
 from web.auth import JwtBackend, on_auth_error
 from web.metrics import Metrics, MetricsMiddleware
@@ -55,6 +56,7 @@ def create_app(
         app.state.engine = engine
         app.state.sessions = sessions
         metrics.watch_sessions(sessions.count_by_status)
+        metrics.watch_schedule_sync(ScheduleOutbox(engine).backlog)
         try:
             yield
         finally:

@@ -36,6 +36,27 @@ class SessionStatusCollector(Collector):
         yield family
 
 
+class ScheduleSyncCollector(Collector):
+    """The schedule outbox's backlog at scrape time: changes EventBridge has not heard of yet.
+    The outbox holds only pending rows, so this reads a small table."""
+
+    def __init__(self, backlog: Callable[[], tuple[int, float]]) -> None:
+        self._backlog = backlog
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        pending, oldest = self._backlog()
+        yield GaugeMetricFamily(
+            "jlg_schedule_sync_pending",
+            "Schedule changes written but not yet applied to EventBridge (or turned direct)",
+            value=pending,
+        )
+        yield GaugeMetricFamily(
+            "jlg_schedule_sync_oldest_pending_seconds",
+            "Age of the oldest pending schedule change; alert as it nears a fire time",
+            value=oldest,
+        )
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -54,6 +75,9 @@ class Metrics:
 
     def watch_sessions(self, count_by_status: Callable[[], dict[str, int]]) -> None:
         self.registry.register(SessionStatusCollector(count_by_status))
+
+    def watch_schedule_sync(self, backlog: Callable[[], tuple[int, float]]) -> None:
+        self.registry.register(ScheduleSyncCollector(backlog))
 
 
 class MetricsMiddleware:

@@ -2,14 +2,18 @@
 
 Only CreateSchedule, UpdateSchedule and DeleteSchedule are called, so the TRD's
 least-privilege IAM policy stays enough. Timeouts and retries are bounded so a slow AWS
-cannot hold an admin request for long.
+cannot hold an applier for long. Every failure is a SchedulerCallFailed naming only the
+operation, error code and status: AWS's messages can quote ARNs and request ids.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from jlg_pipeline.adapters.aws_clients import aws_client
+from jlg_pipeline.domain.errors import SchedulerCallFailed
 
 
 def scheduler_client(*, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
@@ -18,7 +22,18 @@ def scheduler_client(*, region_name: str | None = None, endpoint_url: str | None
 
 
 def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
+    return str(exc.response.get("Error", {}).get("Code", "")) or "error"
+
+
+@contextmanager
+def _described() -> Iterator[None]:
+    try:
+        yield
+    except ClientError as exc:
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+        raise SchedulerCallFailed(f"{exc.operation_name}: {_code(exc)} (HTTP {status})") from exc
+    except BotoCoreError as exc:
+        raise SchedulerCallFailed(type(exc).__name__) from exc
 
 
 class AwsScheduler:
@@ -27,29 +42,30 @@ class AwsScheduler:
 
     def upsert(self, request: dict[str, Any]) -> Literal["updated", "created"]:
         """Update the named schedule, or create it when it does not exist yet."""
-        try:
-            self._client.update_schedule(**request)
-        except ClientError as exc:
-            if _code(exc) != "ResourceNotFoundException":
-                raise
-        else:
-            return "updated"
-        try:
-            self._client.create_schedule(**request)
-        except ClientError as exc:
-            if _code(exc) != "ConflictException":
-                raise
+        with _described():
+            try:
+                self._client.update_schedule(**request)
+                return "updated"
+            except ClientError as exc:
+                if _code(exc) != "ResourceNotFoundException":
+                    raise
+            try:
+                self._client.create_schedule(**request)
+                return "created"
+            except ClientError as exc:
+                if _code(exc) != "ConflictException":
+                    raise
             # Created by a concurrent request between our update and create.
             self._client.update_schedule(**request)
             return "updated"
-        return "created"
 
     def delete(self, name: str, group_name: str) -> bool:
         """Delete the named schedule; False when there was none (already fired, or never made)."""
-        try:
-            self._client.delete_schedule(Name=name, GroupName=group_name)
-        except ClientError as exc:
-            if _code(exc) == "ResourceNotFoundException":
-                return False
-            raise
-        return True
+        with _described():
+            try:
+                self._client.delete_schedule(Name=name, GroupName=group_name)
+            except ClientError as exc:
+                if _code(exc) == "ResourceNotFoundException":
+                    return False
+                raise
+            return True

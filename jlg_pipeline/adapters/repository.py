@@ -28,6 +28,7 @@ from sqlalchemy import (
 )
 
 from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.schedule_outbox import record_change
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
@@ -166,9 +167,16 @@ class ProgramSessionRepository:
         return None if row is None else self._to_state(row)
 
     def set_link_generation(
-        self, session_id: int, link_generation_at: datetime | None, actor_user_id: int | None
+        self,
+        session_id: int,
+        link_generation_at: datetime | None,
+        actor_user_id: int | None,
+        *,
+        record_schedule_change: bool = False,
     ) -> SetResult:
-        """Arm (a time → SCHEDULED) or clear (None → NOT_SCHEDULED) in one direct UPDATE.
+        """Arm (a time → SCHEDULED) or clear (None → NOT_SCHEDULED) in one direct UPDATE;
+        with ``record_schedule_change``, the schedule change it implies is written to the
+        outbox by the same statement (``SetResult.schedule_version``).
 
         Refused, with nothing written, when the session is missing or soft-deleted
         (NOT_FOUND) or a generation holds the claim and is not stale (IN_PROGRESS). Arming
@@ -206,16 +214,27 @@ class ProgramSessionRepository:
             .returning(*self._state_columns())
             .cte("after")
         )
+        joined = before.outerjoin(after, true())
+        version: list[ColumnElement[Any]] = []
+        if record_schedule_change:
+            change = record_change(after, actor_user_id)
+            joined = joined.outerjoin(change, true())
+            version = [change.c.version.label("schedule_version")]
         statement = select(
             *(c.label(f"before_{c.name}") for c in before.c),
             *(c.label(f"after_{c.name}") for c in after.c),
-        ).select_from(before.outerjoin(after, true()))
+            *version,
+        ).select_from(joined)
         with translate_errors("setting link generation"), self._engine.begin() as conn:
             row = conn.execute(statement).one_or_none()
         if row is None:
             return SetResult(SetOutcome.NOT_FOUND)
         if row.after_id is not None:
-            return SetResult(SetOutcome.UPDATED, self._to_state(row, "after_"))
+            return SetResult(
+                SetOutcome.UPDATED,
+                self._to_state(row, "after_"),
+                schedule_version=row._mapping.get("schedule_version"),
+            )
         prior = self._to_state(row, "before_")
         if prior.deleted:
             return SetResult(SetOutcome.NOT_FOUND)

@@ -8,6 +8,7 @@ The ``jlg_local_*`` tables belong to the local, PostgreSQL-backed registrar.
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Sequence,
     String,
     Table,
     Text,
@@ -153,4 +155,34 @@ local_join_link = Table(
     UniqueConstraint(
         "registration_id", "program_session_id", name="uq_local_join_link_registration_session"
     ),
+)
+
+# Migration 0004: the schedule outbox (DESIGN.md "Schedule sync"). One row per session whose
+# desired EventBridge state is not applied yet; applied rows are deleted, so the table holds
+# only pending work and the sensor's idle check reads an empty index.
+schedule_change_version = Sequence("jlg_schedule_outbox_version_seq", metadata=metadata)
+
+schedule_outbox = Table(
+    "jlg_schedule_outbox",
+    metadata,
+    Column(
+        "program_session_id",
+        BigInteger,
+        ForeignKey(
+            "hdb_program_session.id", name="fk_schedule_outbox_program_session", ondelete="CASCADE"
+        ),
+        primary_key=True,
+    ),
+    # From one sequence: a newer change always has a higher version, even after the session's
+    # previous row was applied and deleted, so an applier can retire only what it applied.
+    Column("version", BigInteger, nullable=False),
+    Column("fire_at", DateTime(timezone=True), nullable=True),
+    Column("actor_user_id", Integer, nullable=True),
+    # True once applied as "no EventBridge schedule": the sensor launches the run when due.
+    Column("direct", Boolean, nullable=False, server_default="false"),
+    Column("next_try_at", DateTime(timezone=True), nullable=False),
+    Column("tries", Integer, nullable=False, server_default="0"),
+    Column("last_error", Text, nullable=True),
+    Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_schedule_outbox_due", "direct", "next_try_at"),
 )

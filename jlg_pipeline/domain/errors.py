@@ -35,6 +35,11 @@ class DatabaseUnavailable(JlgError):
     """The database could not be reached or dropped the connection; retrying may succeed."""
 
 
+class SchedulerCallFailed(JlgError):
+    """An EventBridge Scheduler call failed (AWS down, throttled, refused). The message is
+    the error code and HTTP status only, safe to keep and show; the change stays pending."""
+
+
 class RegistrarError(JlgError):
     """bulkRegister did not complete."""
 

@@ -15,6 +15,8 @@ class Trigger(StrEnum):
     CRON = "cron"
     BACKFILL = "backfill"
     MANUAL = "manual"
+    DIRECT = "direct"
+    """Launched by the schedule sync sensor for a time too near for EventBridge."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,8 @@ class SetResult:
 
     outcome: SetOutcome
     state: LinkGenerationState | None = None
+    schedule_version: int | None = None
+    """The outbox change written with it, when the schedule is synced."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from jlg_pipeline import bootstrap
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import aws as local_aws
 from jlg_pipeline.local import postgres as local_postgres
@@ -220,6 +222,11 @@ def run_dev(root: Path) -> int:
             }
         )
         write_dev_env(root / DEV_ENV_FILE, env)
+        settings = Settings.from_env(env)
+        if settings.scheduler_enabled and settings.scheduler_target:
+            # The emulator keeps schedules in memory only: rebuild them from the database.
+            marked = bootstrap.resync_schedules(settings)
+            print(f"jlg dev: {marked} armed session(s) queued for schedule sync", file=sys.stderr)
         bin_dir = Path(sys.executable).parent
         workspace = str(root / "workspace.yaml")
         children.start(

@@ -9,6 +9,7 @@ valid (DESIGN.md "Delivery guarantees"). SQS errors fail the tick.
 """
 
 import json
+from collections.abc import Callable
 
 from dagster import (
     DagsterInstance,
@@ -30,43 +31,61 @@ from jlg_pipeline.orchestration.tags import CORRELATION_TAG, SESSION_TAG, TRIGGE
 from jlg_pipeline.services.event_intake import AcceptedEvent, RunExists, acknowledge, drain
 
 GENERATE_OP = "generate_join_links"
+GENERATION_JOB = "join_link_generation_job"
 
 
 def run_key_for(message_id: str) -> str:
     return f"sqs-{message_id}"
 
 
-def run_request_for(accepted: AcceptedEvent) -> RunRequest:
-    data = accepted.event.data
-    config = {
-        key: value
-        for key, value in {
-            "programSessionId": data.programSessionId,
-            "role": data.role,
-            "batchSize": data.batchSize,
-            "actorUserId": data.actorUserId,
-        }.items()
-        if value is not None
-    }
-    tags = {SESSION_TAG: str(data.programSessionId), TRIGGER_TAG: Trigger.EVENT.value}
-    if accepted.event.correlationId:
-        tags[CORRELATION_TAG] = accepted.event.correlationId[:200]
+def generation_run_request(
+    session_id: int,
+    trigger: Trigger,
+    run_key: str,
+    correlation_id: str | None,
+    **options: str | int | None,
+) -> RunRequest:
+    """A ``join_link_generation_job`` run for one session, tagged with it and its trigger."""
+    config = {"programSessionId": session_id} | {k: v for k, v in options.items() if v is not None}
+    tags = {SESSION_TAG: str(session_id), TRIGGER_TAG: trigger.value}
+    if correlation_id:
+        tags[CORRELATION_TAG] = correlation_id[:200]
     return RunRequest(
-        run_key=run_key_for(accepted.message_id),
+        run_key=run_key,
+        job_name=GENERATION_JOB,
         run_config={"ops": {GENERATE_OP: {"config": config}}},
         tags=tags,
     )
 
 
-def run_exists_in(instance: DagsterInstance) -> RunExists:
-    """Looks a message's run up by its run key, one indexed query per key, as Dagster's own
-    sensor daemon does when it dedupes run keys."""
+def run_request_for(accepted: AcceptedEvent) -> RunRequest:
+    data = accepted.event.data
+    return generation_run_request(
+        data.programSessionId,
+        Trigger.EVENT,
+        run_key_for(accepted.message_id),
+        accepted.event.correlationId,
+        role=data.role,
+        batchSize=data.batchSize,
+        actorUserId=data.actorUserId,
+    )
 
-    def run_exists(message_id: str) -> bool:
-        filters = RunsFilter(tags={RUN_KEY_TAG: run_key_for(message_id)})
+
+def run_key_exists_in(instance: DagsterInstance) -> Callable[[str], bool]:
+    """Whether a run with this run key exists: one indexed query, as Dagster's own sensor
+    daemon does when it dedupes run keys."""
+
+    def exists(run_key: str) -> bool:
+        filters = RunsFilter(tags={RUN_KEY_TAG: run_key})
         return bool(instance.get_run_ids(filters=filters, limit=1))
 
-    return run_exists
+    return exists
+
+
+def run_exists_in(instance: DagsterInstance) -> RunExists:
+    """Looks a message's run up by its run key."""
+    exists = run_key_exists_in(instance)
+    return lambda message_id: exists(run_key_for(message_id))
 
 
 def encode_pending(accepted: list[AcceptedEvent]) -> str:

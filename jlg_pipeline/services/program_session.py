@@ -1,7 +1,8 @@
-"""ProgramSessionService: set or clear a session's link-generation time, then schedule.
+"""ProgramSessionService: set or clear a session's link-generation time.
 
-One transaction for the direct UPDATE (the repository's single statement), then the
-best-effort scheduler call after commit, so an AWS failure never undoes the admin's intent.
+One statement writes the direct UPDATE and, when the schedule is synced, the schedule change
+it implies (the outbox); the change is applied after the commit, and whatever that call
+fails to do stays pending for the sync job, so AWS never undoes or loses the admin's intent.
 """
 
 from collections.abc import Callable
@@ -11,10 +12,11 @@ from typing import Any
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import GenerationInProgress, SessionNotFound
 from jlg_pipeline.domain.models import LinkGenerationState, SetOutcome
-from jlg_pipeline.services.join_link_scheduler import JoinLinkScheduler
+from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 Defer = Callable[[Callable[..., Any]], None]
-"""Runs the scheduler call: now by default; the web app runs it after the response is sent."""
+"""Runs the schedule change's fast path: now by default; the web app runs it after the
+response is sent."""
 
 
 def run_now(call: Callable[..., Any]) -> None:
@@ -22,9 +24,9 @@ def run_now(call: Callable[..., Any]) -> None:
 
 
 class ProgramSessionService:
-    def __init__(self, repository: ProgramSessionRepository, scheduler: JoinLinkScheduler) -> None:
+    def __init__(self, repository: ProgramSessionRepository, sync: ScheduleSync) -> None:
         self._repository = repository
-        self._scheduler = scheduler
+        self._sync = sync
 
     def count_by_status(self) -> dict[str, int]:
         """Sessions that are not soft-deleted, by link-generation status (for metrics)."""
@@ -46,23 +48,22 @@ class ProgramSessionService:
         """Arm (a time) or clear (None). Raises SessionNotFound, or GenerationInProgress
         while a generation holds the claim and is not stale.
 
-        The schedule upsert/delete is handed to ``defer`` after the commit. Running it late
-        is safe: it is best effort, a stale or out-of-order schedule cannot generate early
-        (the claim's due guard), and the sweep covers a schedule that never arrives.
+        Applying the schedule change is handed to ``defer`` after the commit. Running it late
+        is safe: it applies the session's newest change, whatever it was handed for, and what
+        it cannot apply the sync job retries.
         """
-        result = self._repository.set_link_generation(session_id, link_generation_at, actor_user_id)
+        result = self._repository.set_link_generation(
+            session_id,
+            link_generation_at,
+            actor_user_id,
+            record_schedule_change=self._sync.enabled,
+        )
         if result.outcome is SetOutcome.NOT_FOUND:
             raise SessionNotFound(f"program session {session_id} not found")
         if result.outcome is SetOutcome.IN_PROGRESS or result.state is None:
             raise GenerationInProgress(
                 f"program session {session_id} is generating join links now; try again when it ends"
             )
-        if link_generation_at is None:
-            defer(lambda: self._scheduler.delete_link_schedule(session_id))
-        else:
-            defer(
-                lambda: self._scheduler.create_link_schedule(
-                    session_id, link_generation_at, actor_user_id
-                )
-            )
+        if result.schedule_version is not None:
+            defer(lambda: self._sync.apply_after_response(session_id))
         return result.state

@@ -41,6 +41,7 @@ class Stack:
     aws: LocalAws
     logs: Path
     children: Children
+    standin: EventBridgeStandIn
 
     def patch(self, session_id: int, at: datetime | None) -> httpx.Response:
         return httpx.patch(
@@ -175,7 +176,7 @@ def start_stack(
         web_url = f"http://127.0.0.1:{web_port}"
         wait_until_answers(f"{web_url}/readyz", 60, children.running)
         assert not children.exited(), (logs / "web.log").read_text()
-        return Stack(engine, env, web_url, aws, logs, children)
+        return Stack(engine, env, web_url, aws, logs, children, standin)
 
     try:
         yield start

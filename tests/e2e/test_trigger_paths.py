@@ -40,12 +40,16 @@ def _session(engine: Engine, registrants: int = 10) -> int:
 def test_event_fires_and_completes(engine: Engine, start_stack: Callable[..., Stack]) -> None:
     stack = start_stack()
     sid = _session(engine)
-    response = stack.patch(sid, datetime.now(UTC) + timedelta(seconds=3))
+    at = datetime.now(UTC) + timedelta(minutes=10)
+    response = stack.patch(sid, at)
     assert response.status_code == 200, response.text
     deadline = time.monotonic() + 5  # the upsert runs just after the response is sent
     while not stack.aws.client("scheduler").list_schedules()["Schedules"]:
         assert time.monotonic() < deadline, "the schedule was never created"
         time.sleep(0.1)
+    # Ten minutes pass in a moment: the session comes due and EventBridge fires.
+    force_state(engine, sid, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(seconds=-1))
+    assert stack.standin.tick(at + timedelta(seconds=1)) == 1
 
     row = stack.wait_for(sid, "COMPLETED")
 
@@ -54,6 +58,29 @@ def test_event_fires_and_completes(engine: Engine, start_stack: Callable[..., St
     assert stack.aws.client("scheduler").list_schedules()["Schedules"] == [], (
         "ActionAfterCompletion"
     )
+
+
+def test_a_near_time_completes_through_a_direct_run(
+    engine: Engine, start_stack: Callable[..., Stack]
+) -> None:
+    """40 s ahead is too near for EventBridge (one-minute precision): no schedule, no message;
+    the sync sensor launches the generation run once the time is due."""
+    stack = start_stack()
+    sid = _session(engine)
+    at = datetime.now(UTC) + timedelta(seconds=40)
+    assert stack.patch(sid, at).status_code == 200
+
+    row = stack.wait_for(sid, "COMPLETED", timeout=150)
+
+    finished = row["updated_at"]
+    assert finished - at < timedelta(minutes=1), f"completed {finished - at} after its time"
+    assert finished >= at - timedelta(seconds=1), "never before its time"
+    assert stack.aws.client("scheduler").list_schedules()["Schedules"] == []
+    assert stack.queue_depth() == 0
+    assert stack.standin.delivered == 0
+    [run] = [r for r in stack.runs() if r.tags.get("jlg/session") == str(sid)]
+    assert run.tags["jlg/trigger"] == "direct"
+    assert _bulk_jobs(engine, sid) == 1
 
 
 def test_without_the_event_the_sweep_completes_after_grace(

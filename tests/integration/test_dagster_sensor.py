@@ -283,7 +283,9 @@ def test_defs_load_with_every_pinned_name() -> None:
         "join_link_generation_job",
         "join_link_fallback_sweep_job",
         "join_link_backfill_job",
+        "join_link_schedule_sync_job",
     }
+    assert repository.get_sensor_def("join_link_schedule_sync_sensor") is not None
     assert repository.get_sensor_def("join_link_sqs_sensor").job_name == "join_link_generation_job"
     schedule = repository.get_schedule_def("join_link_fallback_schedule")
     assert schedule.cron_schedule == "0 */4 * * *"

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 from botocore.stub import Stubber
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.aws_scheduler import scheduler_client
+from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.ports import free_port
 from tests.support.factories import create_session, force_state, online_snapshot, session_row
@@ -234,9 +235,9 @@ def test_unreachable_aws_still_answers_200(
     assert response.status_code == 200
     assert response.json()["data"]["linkGenerationStatus"] == "SCHEDULED"
     assert cleared.status_code == 200
-    failures = fields_of(caplog, "scheduler.failed")
+    failures = fields_of(caplog, "schedule_sync.failed")
     assert [f["operation"] for f in failures] == ["upsert", "delete"]
-    assert all("EndpointConnectionError" in f["error"] for f in failures)
+    assert all(f["error"] == "EndpointConnectionError" for f in failures)
 
 
 def test_aws_errors_are_swallowed(
@@ -258,9 +259,11 @@ def test_aws_errors_are_swallowed(
             == 200
         )
         stubber.assert_no_pending_responses()
-    errors = [f["error"] for f in fields_of(caplog, "scheduler.failed")]
-    assert len(errors) == 2
-    assert "AccessDeniedException" in errors[0]
+    errors = [f["error"] for f in fields_of(caplog, "schedule_sync.failed")]
+    assert errors == [
+        "UpdateSchedule: AccessDeniedException (HTTP 403)",
+        "DeleteSchedule: ThrottlingException (HTTP 429)",
+    ]
 
 
 @pytest.mark.parametrize("overrides", [{"scheduler_enabled": False}, {"scheduler_target": None}])
@@ -286,7 +289,8 @@ def test_flag_off_or_unconfigured_makes_no_aws_call(
             == 200
         )
     assert recording.calls == []
-    assert len(fields_of(caplog, "scheduler.skipped")) == 2
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(schedule_outbox)).scalar_one() == 0
 
 
 def test_only_the_three_write_operations_are_called(engine: Engine, db_url: str, aws: Aws) -> None:

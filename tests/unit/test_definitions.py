@@ -2,7 +2,7 @@
 the registrar is chosen per deployment, and secrets stay EnvVars (never shown in the UI)."""
 
 import pytest
-from dagster import Definitions
+from dagster import DefaultSensorStatus, Definitions
 
 from jlg_pipeline.definitions import build_definitions, build_resources
 from jlg_pipeline.domain.errors import ConfigError
@@ -27,9 +27,16 @@ def test_every_job_sensor_and_schedule_resolves(environ: dict[str, str]) -> None
         "join_link_generation_job",
         "join_link_fallback_sweep_job",
         "join_link_backfill_job",
+        "join_link_schedule_sync_job",
     ):
         assert defs.resolve_job_def(job).name == job
     assert defs.resolve_sensor_def("join_link_sqs_sensor").job_name == "join_link_generation_job"
+    sync_sensor = defs.resolve_sensor_def("join_link_schedule_sync_sensor")
+    assert {j.name for j in sync_sensor.jobs} == {
+        "join_link_schedule_sync_job",
+        "join_link_generation_job",
+    }
+    assert sync_sensor.default_status is DefaultSensorStatus.RUNNING
     assert defs.resolve_schedule_def("join_link_fallback_schedule").job_name == (
         "join_link_fallback_sweep_job"
     )

@@ -1,6 +1,6 @@
 """ProgramSessionService's orchestration without I/O: what each repository outcome becomes,
-and which schedule call follows (handed to ``defer``, after the write). The repository here
-only scripts outcomes; what the database does is proven in the integration tier."""
+whether the schedule change is recorded, and that its fast path is handed to ``defer``
+(after the write). What the database and the sync do is proven in the integration tier."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.errors import GenerationInProgress, SessionNotFound
 from jlg_pipeline.domain.models import LinkGenerationState, SetOutcome, SetResult
 from jlg_pipeline.domain.schedule import ScheduleTarget
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.services.join_link_scheduler import JoinLinkScheduler
 from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.schedule_sync import ScheduleSync
 from tests.support.fakes import FakeScheduler
 
 AT = datetime(2030, 1, 1, 9, tzinfo=UTC)
@@ -28,45 +30,64 @@ def _state(at: datetime | None) -> LinkGenerationState:
 class ScriptedRepository:
     def __init__(self, result: SetResult) -> None:
         self.result = result
-        self.writes: list[tuple[int, datetime | None, int]] = []
+        self.writes: list[tuple[int, datetime | None, int, bool]] = []
 
-    def set_link_generation(self, session_id: int, at: datetime | None, actor: int) -> SetResult:
-        self.writes.append((session_id, at, actor))
+    def set_link_generation(
+        self, session_id: int, at: datetime | None, actor: int, *, record_schedule_change: bool
+    ) -> SetResult:
+        self.writes.append((session_id, at, actor, record_schedule_change))
         return self.result
 
 
-def _service(result: SetResult) -> tuple[ProgramSessionService, ScriptedRepository, FakeScheduler]:
+def _service(
+    result: SetResult, *, enabled: bool = True
+) -> tuple[ProgramSessionService, ScriptedRepository, FakeScheduler]:
     repository, fake = ScriptedRepository(result), FakeScheduler()
+    # Never connects: the deferred call is not run here.
+    outbox = ScheduleOutbox(create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none"))
     service = ProgramSessionService(
         repository,  # type: ignore[arg-type]
-        JoinLinkScheduler(fake, enabled=True, target=TARGET),
+        ScheduleSync(outbox, fake, TARGET, enabled=enabled),
     )
     return service, repository, fake
 
 
-def test_arming_writes_then_hands_the_upsert_to_defer() -> None:
-    service, repository, fake = _service(SetResult(SetOutcome.UPDATED, _state(AT)))
+def test_arming_records_the_change_and_defers_its_fast_path() -> None:
+    service, repository, fake = _service(
+        SetResult(SetOutcome.UPDATED, _state(AT), schedule_version=3)
+    )
     deferred: list[Callable[..., Any]] = []
     state = service.set_link_generation(7, AT, 5, deferred.append)
     assert state.status is LinkGenerationStatus.SCHEDULED
-    assert repository.writes == [(7, AT, 5)]
+    assert repository.writes == [(7, AT, 5, True)]
+    assert len(deferred) == 1
     assert fake.calls == [], "nothing reaches AWS before the deferred call runs"
-    deferred[0]()
-    assert fake.calls == [("upsert", "join-link-7")]
 
 
-def test_clearing_deletes_the_schedule() -> None:
-    service, _, fake = _service(SetResult(SetOutcome.UPDATED, _state(None)))
-    service.set_link_generation(7, None, 5)
-    assert fake.calls == [("delete", "join-link-7")]
+@pytest.mark.parametrize("target", [None, TARGET])
+def test_with_the_scheduler_off_or_unconfigured_nothing_is_recorded(
+    target: ScheduleTarget | None,
+) -> None:
+    repository = ScriptedRepository(SetResult(SetOutcome.UPDATED, _state(AT)))
+    outbox = ScheduleOutbox(create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none"))
+    service = ProgramSessionService(
+        repository,  # type: ignore[arg-type]
+        ScheduleSync(outbox, FakeScheduler(), target, enabled=target is None),
+    )
+    deferred: list[Callable[..., Any]] = []
+    service.set_link_generation(7, AT, 5, deferred.append)
+    assert repository.writes == [(7, AT, 5, False)]
+    assert deferred == []
 
 
 @pytest.mark.parametrize(
     ("outcome", "error"),
     [(SetOutcome.NOT_FOUND, SessionNotFound), (SetOutcome.IN_PROGRESS, GenerationInProgress)],
 )
-def test_refusals_raise_and_touch_no_schedule(outcome: SetOutcome, error: type[Exception]) -> None:
+def test_refusals_raise_and_defer_nothing(outcome: SetOutcome, error: type[Exception]) -> None:
     service, _, fake = _service(SetResult(outcome))
+    deferred: list[Callable[..., Any]] = []
     with pytest.raises(error):
-        service.set_link_generation(7, AT, 5)
+        service.set_link_generation(7, AT, 5, deferred.append)
+    assert deferred == []
     assert fake.calls == []

@@ -1,0 +1,70 @@
+"""Schedule sync as plain decisions: what applying a pending change does, and when a change
+that failed is tried again (DESIGN.md "Schedule sync", pinned)."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+DIRECT_WITHIN = timedelta(minutes=2)
+"""A time closer than this when its change is applied gets no EventBridge schedule: its
+precision is one minute and it refuses times in the past. The sync sensor launches it."""
+FIRST_TRY_AFTER = timedelta(seconds=30)
+"""When a change written by the PATCH becomes due for the sync job: the app applies it right
+after the response, so the job only sees it if that call failed or was lost."""
+MAX_BACKOFF = timedelta(minutes=10)
+SYNC_BATCH_LIMIT = 500
+
+
+class ChangeAction(StrEnum):
+    UPSERT = "upsert"
+    DELETE = "delete"
+    DIRECT = "direct"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingChange:
+    """The newest desired schedule state of one session, not yet applied. ``fire_at`` None
+    means no schedule (a clear); ``now`` is the database clock when it was read."""
+
+    session_id: int
+    version: int
+    fire_at: datetime | None
+    actor_user_id: int | None
+    tries: int
+    now: datetime
+
+    @property
+    def action(self) -> ChangeAction:
+        if self.fire_at is None:
+            return ChangeAction.DELETE
+        if self.fire_at - self.now < DIRECT_WITHIN:
+            return ChangeAction.DIRECT
+        return ChangeAction.UPSERT
+
+    def next_try_at(self) -> datetime:
+        """After this try failed: back off (30 s, 1, 2, 4, 8 min, then every 10), but try
+        again before the time comes within DIRECT_WITHIN, when no AWS call is needed."""
+        delay: timedelta = min(FIRST_TRY_AFTER * 2**self.tries, MAX_BACKOFF)
+        retry: datetime = self.now + delay
+        if self.fire_at is not None:
+            retry = min(retry, max(self.fire_at - DIRECT_WITHIN, self.now + FIRST_TRY_AFTER))
+        return retry
+
+
+@dataclass(frozen=True, slots=True)
+class DirectLaunch:
+    """A session that goes around EventBridge: launch its generation once ``fire_at`` is due.
+    ``version`` names the change, so each cycle launches once."""
+
+    session_id: int
+    version: int
+    fire_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    applied: int = 0
+    failed: int = 0
+    direct: int = 0
+    left: int = 0
+    dropped: int = 0

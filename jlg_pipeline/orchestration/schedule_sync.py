@@ -1,0 +1,170 @@
+"""Schedule sync in Dagster: ``join_link_schedule_sync_job`` applies the pending schedule
+changes, and ``join_link_schedule_sync_sensor`` launches it only while changes are due for
+a try, and launches the direct generation runs of near times once they are due (DESIGN.md
+"Schedule sync"). The sensor's check is two probes of one small index; when nothing is due
+it asks for nothing."""
+
+from dagster import (
+    Config,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    Field,
+    InitResourceContext,
+    JobDefinition,
+    Noneable,
+    Output,
+    ResourceParam,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    in_process_executor,
+    job,
+    op,
+    resource,
+    sensor,
+)
+
+from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.config import scheduler_enabled
+from jlg_pipeline.domain.messages import correlation_id
+from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
+from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, DirectLaunch
+from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.sensors import generation_run_request, run_key_exists_in
+from jlg_pipeline.orchestration.tags import TRIGGER_TAG
+from jlg_pipeline.services.schedule_sync import ScheduleSync
+
+SYNC_JOB = "join_link_schedule_sync_job"
+SYNC_SENSOR_INTERVAL_S = 10
+SENSOR_TRIGGER = "sensor"
+IN_FLIGHT = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
+
+
+@resource(
+    required_resource_keys={"database"},
+    config_schema={
+        "queue_arn": Field(Noneable(str), default_value=None),
+        "role_arn": Field(Noneable(str), default_value=None),
+        "group_name": Field(str, default_value=DEFAULT_GROUP),
+    },
+    description="Applies pending schedule changes to EventBridge Scheduler (Create/Update/"
+    "DeleteSchedule only); ENABLE_JOIN_LINK_SCHEDULER is read when the run starts.",
+)
+def schedule_sync(context: InitResourceContext) -> ScheduleSync:
+    # Imported here: boto3 loads only in the runs that call AWS.
+    from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
+
+    config = context.resource_config
+    target = (
+        ScheduleTarget(config["queue_arn"], config["role_arn"], config["group_name"])
+        if config["queue_arn"] and config["role_arn"]
+        else None
+    )
+    database: DatabaseResource = context.resources.database
+    return ScheduleSync(
+        ScheduleOutbox(database.engine()),
+        AwsScheduler(scheduler_client()),
+        target,
+        enabled=scheduler_enabled(),
+    )
+
+
+class SyncConfig(Config):
+    batchLimit: int = SYNC_BATCH_LIMIT
+
+
+@op(name="sync_schedules")
+def sync_schedules(config: SyncConfig, schedule_sync: ResourceParam[ScheduleSync]) -> Output[None]:
+    """Applies every pending change (the most overdue first, at most batchLimit). A change
+    that fails again stays pending with its error and its next try; the run still succeeds."""
+    report = schedule_sync.sync(config.batchLimit)
+    return Output(
+        None,
+        metadata={
+            "applied": report.applied,
+            "failed": report.failed,
+            "direct": report.direct,
+            "left": report.left,
+            "dropped": report.dropped,
+        },
+    )
+
+
+@job(
+    name=SYNC_JOB,
+    executor_def=in_process_executor,
+    description="Apply the pending EventBridge schedule changes (the outbox).",
+    tags={TRIGGER_TAG: Trigger.MANUAL.value},
+)
+def join_link_schedule_sync_job() -> None:
+    sync_schedules()
+
+
+def direct_run_key(launch: DirectLaunch) -> str:
+    """One run per session and change: a re-arm is a new change, so a new cycle."""
+    return f"direct-{launch.session_id}-{launch.version}"
+
+
+def _sync_in_flight(instance: DagsterInstance) -> bool:
+    filters = RunsFilter(job_name=SYNC_JOB, statuses=IN_FLIGHT)
+    return bool(instance.get_run_ids(filters=filters, limit=1))
+
+
+def _sync_request() -> RunRequest:
+    return RunRequest(job_name=SYNC_JOB, tags={TRIGGER_TAG: SENSOR_TRIGGER})
+
+
+def build_schedule_sync_sensor(generation_job: JobDefinition) -> SensorDefinition:
+    @sensor(
+        name="join_link_schedule_sync_sensor",
+        jobs=[join_link_schedule_sync_job, generation_job],
+        minimum_interval_seconds=SYNC_SENSOR_INTERVAL_S,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Launches join_link_schedule_sync_job while schedule changes are due for "
+        "a try, and the generation run of a near time (trigger direct) once it is due.",
+    )
+    def join_link_schedule_sync_sensor(
+        context: SensorEvaluationContext, database: DatabaseResource
+    ) -> SensorResult | SkipReason:
+        return _tick(context.instance, ScheduleOutbox(database.engine()))
+
+    return join_link_schedule_sync_sensor
+
+
+def _tick(instance: DagsterInstance, outbox: ScheduleOutbox) -> SensorResult | SkipReason:
+    if not scheduler_enabled():
+        if outbox.any_rows() and not _sync_in_flight(instance):
+            return SensorResult(run_requests=[_sync_request()])
+        return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: nothing to sync")
+    launches, sync_due = outbox.due_work()
+    exists = run_key_exists_in(instance)
+    requests: list[RunRequest] = []
+    launched = 0
+    for launch in launches:
+        run_key = direct_run_key(launch)
+        if exists(run_key):
+            # Its run exists (asked for on an earlier tick): the launch is done.
+            outbox.retire_direct(launch)
+            launched += 1
+            continue
+        requests.append(
+            generation_run_request(
+                launch.session_id, Trigger.DIRECT, run_key, correlation_id(launch.session_id)
+            )
+        )
+    if sync_due and not _sync_in_flight(instance):
+        requests.append(_sync_request())
+    if not requests:
+        done = f" ({launched} direct launch(es) done)" if launched else ""
+        return SkipReason(f"no schedule change due{done}")
+    return SensorResult(run_requests=requests)

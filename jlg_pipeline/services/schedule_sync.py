@@ -1,0 +1,199 @@
+"""ScheduleSync: make the database's intent reach EventBridge, or go around it.
+
+The admin's UPDATE writes the desired schedule state to the outbox in the same transaction.
+``apply`` runs right after the response (the fast path) and in ``join_link_schedule_sync_job``
+(the retries): it takes the session's newest pending change, calls EventBridge, and retires
+the change only if nothing newer replaced it, so the newest intent wins whatever order calls
+finish in. A time under DIRECT_WITHIN away gets no schedule: the sync sensor launches its run
+when due (DESIGN.md "Schedule sync").
+"""
+
+import logging
+from enum import StrEnum
+from typing import Any, Literal, Protocol
+
+from jlg_pipeline.adapters.schedule_outbox import HeldChange, ScheduleOutbox
+from jlg_pipeline.domain.errors import ConfigError, SchedulerCallFailed
+from jlg_pipeline.domain.schedule import ScheduleTarget, schedule_name, schedule_request
+from jlg_pipeline.domain.schedule_sync import (
+    SYNC_BATCH_LIMIT,
+    ChangeAction,
+    PendingChange,
+    SyncReport,
+)
+from jlg_pipeline.log import log_event
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler(Protocol):
+    """EventBridge Scheduler's three write operations (``AwsScheduler``)."""
+
+    def upsert(self, request: dict[str, Any]) -> Literal["updated", "created"]: ...
+
+    def delete(self, name: str, group_name: str) -> bool: ...
+
+
+class SyncAction(StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    DELETED = "deleted"
+    ABSENT = "absent"
+    DIRECT = "direct"
+    FAILED = "failed"
+    NOTHING = "nothing"
+    """No pending change (already applied), or another applier holds it."""
+
+
+APPLIED = {SyncAction.CREATED, SyncAction.UPDATED, SyncAction.DELETED, SyncAction.ABSENT}
+
+
+def _safe_error(exc: Exception) -> str:
+    """What is kept and logged: our own messages, else only the exception's type."""
+    if isinstance(exc, SchedulerCallFailed | ConfigError):
+        return str(exc)
+    return type(exc).__name__
+
+
+class ScheduleSync:
+    def __init__(
+        self,
+        outbox: ScheduleOutbox,
+        scheduler: Scheduler | None,
+        target: ScheduleTarget | None,
+        *,
+        enabled: bool,
+    ) -> None:
+        self._outbox = outbox
+        self._scheduler = scheduler
+        self._target = target
+        self._enabled = enabled
+
+    @property
+    def enabled(self) -> bool:
+        """Whether changes are recorded and applied: the scheduler flag is on and its target
+        (queue and role ARNs) is configured."""
+        return self._enabled and self._target is not None
+
+    def apply(self, session_id: int, *, wait: bool = True) -> SyncAction:
+        """Apply the session's newest pending change. With ``wait``, an applier already at
+        work on the session is waited for (then its successor's change is applied);
+        without, the session is left to whoever holds it."""
+        with self._outbox.hold(session_id, wait=wait) as held:
+            if held is None:
+                return SyncAction.NOTHING
+            return self._settle(held)
+
+    def apply_after_response(self, session_id: int) -> None:
+        """The fast path: never raises. Whatever it leaves pending, the sync job retries."""
+        try:
+            self.apply(session_id)
+        except Exception as exc:  # noqa: BLE001 - after the response nobody else would log it
+            log_event(
+                logger,
+                logging.ERROR,
+                "schedule_sync.deferred",
+                session_id=session_id,
+                error=_safe_error(exc),
+                note="left pending; join_link_schedule_sync_job retries it",
+            )
+
+    def _settle(self, held: HeldChange) -> SyncAction:
+        change = held.change
+        action = change.action
+        try:
+            result = self._call(action, change)
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the change pending
+            if action is ChangeAction.DIRECT:
+                # The old schedule is harmless: its event finds the session not yet due, or
+                # already generated, and is skipped by the claim. It deletes itself after.
+                result = SyncAction.DIRECT
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "schedule_sync.stale_schedule_left",
+                    session_id=change.session_id,
+                    error=_safe_error(exc),
+                )
+            else:
+                retry_at = change.next_try_at()
+                held.postpone(_safe_error(exc), retry_at)
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "schedule_sync.failed",
+                    session_id=change.session_id,
+                    version=change.version,
+                    operation=action.value,
+                    tries=change.tries + 1,
+                    next_try_at=retry_at.isoformat(),
+                    error=_safe_error(exc),
+                )
+                return SyncAction.FAILED
+        if result is SyncAction.DIRECT:
+            held.go_direct()
+        else:
+            held.retire()
+        log_event(
+            logger,
+            logging.INFO,
+            f"schedule_sync.{result.value}",
+            session_id=change.session_id,
+            version=change.version,
+            fire_at=None if change.fire_at is None else change.fire_at.isoformat(),
+        )
+        return result
+
+    def _call(self, action: ChangeAction, change: PendingChange) -> SyncAction:
+        session_id = change.session_id
+        if self._scheduler is None or self._target is None:
+            raise ConfigError(
+                "AWS_SCHEDULER_TARGET_QUEUE_ARN and AWS_SCHEDULER_EXECUTION_ROLE_ARN must be set"
+            )
+        if action is ChangeAction.UPSERT:
+            assert change.fire_at is not None  # an UPSERT has a time
+            request = schedule_request(
+                session_id, change.fire_at, change.actor_user_id, self._target
+            )
+            return SyncAction(self._scheduler.upsert(request))
+        existed = self._scheduler.delete(schedule_name(session_id), self._target.group_name)
+        if action is ChangeAction.DIRECT:
+            return SyncAction.DIRECT
+        return SyncAction.DELETED if existed else SyncAction.ABSENT
+
+    def sync(self, limit: int = SYNC_BATCH_LIMIT) -> SyncReport:
+        """Apply every pending change, due or not, the most overdue first, at most ``limit``.
+        A change another applier holds is left to it. With the scheduler off, every pending
+        change is dropped (a resync rebuilds them when it is turned on)."""
+        if not self.enabled:
+            dropped = self._outbox.drop_all()
+            if dropped:
+                log_event(
+                    logger,
+                    logging.INFO,
+                    "schedule_sync.dropped",
+                    changes=dropped,
+                    reason="the scheduler is off or unconfigured",
+                )
+            return SyncReport(dropped=dropped)
+        counts = dict.fromkeys(SyncAction, 0)
+        for session_id in self._outbox.pending_session_ids(limit):
+            counts[self.apply(session_id, wait=False)] += 1
+        return SyncReport(
+            applied=sum(counts[a] for a in APPLIED),
+            failed=counts[SyncAction.FAILED],
+            direct=counts[SyncAction.DIRECT],
+            left=self._outbox.backlog()[0],
+        )
+
+    def resync(self) -> int:
+        """Mark every armed, not-yet-due session as pending, due now; how many."""
+        if not self.enabled:
+            raise ConfigError(
+                "the scheduler is off or unconfigured (ENABLE_JOIN_LINK_SCHEDULER, "
+                "AWS_SCHEDULER_TARGET_QUEUE_ARN, AWS_SCHEDULER_EXECUTION_ROLE_ARN): "
+                "nothing to resync"
+            )
+        marked = self._outbox.resync()
+        log_event(logger, logging.INFO, "schedule_sync.resync", sessions=marked)
+        return marked
