@@ -3,7 +3,11 @@ process, at fixed rates, against the real app (auth, validation, envelope, metri
 upsert to a local moto server) and against a bare Starlette endpoint doing the same single
 UPDATE, both with the same uvicorn settings and worker count (one unless --workers).
 
-    .venv/bin/python -m bench.timing.front_door [--rates 25,50,100,150] [--seconds 8] [--workers 1]
+Both servers run side by side and take turns (app, bare, app, bare, …, ``--rounds`` each per
+rate), so a noisy moment of the machine falls on both rather than on one.
+
+    .venv/bin/python -m bench.timing.front_door [--rates 25,50,100,150] [--seconds 8]
+        [--rounds 3] [--workers 1]
 """
 
 import argparse
@@ -140,6 +144,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rates", default="25,50,100,150")
     parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
@@ -150,19 +155,25 @@ def main() -> None:
         # moto in its own process, so neither server shares a GIL with the load generator.
         with moto_process() as aws:
             env = app_env(url, aws)
-            auth = admin_headers()
-            rows = []
-            for factory, headers in (
-                ("web.app:create_app", auth),
+            servers = [
+                ("web.app:create_app", admin_headers()),
                 ("bench.timing.bare_app:create_bare_app", {}),
-            ):
-                process, base = serve(factory, env, args.workers)
-                try:
+            ]
+            started = [serve(factory, env, args.workers) for factory, _ in servers]
+            rows: list[tuple[str, int, list[float], int]] = [
+                (factory, rate, [], 0) for rate in rates for factory, _ in servers
+            ]
+            try:
+                for (_, headers), (_, base) in zip(servers, started, strict=True):
                     asyncio.run(load(base, 10, 2, headers))  # warm up
-                    for rate in rates:
-                        latencies, errors = asyncio.run(load(base, rate, args.seconds, headers))
-                        rows.append((factory, rate, latencies, errors))
-                finally:
+                for rate in rates:
+                    for _ in range(args.rounds):
+                        for (factory, headers), (_, base) in zip(servers, started, strict=True):
+                            latencies, errors = asyncio.run(load(base, rate, args.seconds, headers))
+                            i = next(n for n, r in enumerate(rows) if r[:2] == (factory, rate))
+                            rows[i] = (factory, rate, rows[i][2] + latencies, rows[i][3] + errors)
+            finally:
+                for process, _ in started:
                     process.terminate()
                     process.wait(timeout=10)
     report: list[tuple[str, ...]] = []
@@ -180,7 +191,7 @@ def main() -> None:
             )
         )
     table(
-        f"Front door: PATCH at fixed rates for {args.seconds:.0f} s each, "
+        f"Front door: PATCH at fixed rates, {args.rounds} x {args.seconds:.0f} s each, "
         f"{args.workers} uvicorn worker(s) each ({machine()})",
         report,
         (

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    case,
     func,
     literal,
     or_,
@@ -94,6 +95,7 @@ class ProgramSessionRepository:
         self._fail_statement = self._mark_statement(
             S.FAILED, link_generation_last_error=bindparam("error")
         )
+        self._set_statements = {flag: self._set_statement(flag) for flag in (False, True)}
         self._renew_statement = (
             update(ps)
             .where(
@@ -166,6 +168,50 @@ class ProgramSessionRepository:
             ).one_or_none()
         return None if row is None else self._to_state(row)
 
+    def _set_statement(self, record_schedule_change: bool) -> Select[Any]:
+        """Set/clear as one statement: the row as it was (locked) and the row as written, if
+        it was, and optionally the outbox write. Both read the newest committed version, so
+        the outcome and the prior state agree. Built once: the PATCH runs it."""
+        at = bindparam("at", type_=ps.c.link_generation_at.type)
+        actor = bindparam("actor", type_=ps.c.updated_by.type)
+        before = (
+            select(*self._state_columns())
+            .where(ps.c.id == bindparam("session_id"))
+            .with_for_update()
+            .cte("before")
+        )
+        after = (
+            update(ps)
+            .where(
+                ps.c.id == bindparam("session_id"),
+                ps.c.deleted_at.is_(None),
+                or_(ps.c.link_generation_status != S.IN_PROGRESS.value, self._stale()),
+            )
+            .values(
+                link_generation_at=at,
+                link_generation_status=case(
+                    (at.is_(None), S.NOT_SCHEDULED.value), else_=S.SCHEDULED.value
+                ),
+                link_generation_last_error=None,
+                link_generation_job_id=None,
+                updated_at=func.now(),
+                updated_by=actor,
+            )
+            .returning(*self._state_columns())
+            .cte("after")
+        )
+        joined = before.outerjoin(after, true())
+        version: list[ColumnElement[Any]] = []
+        if record_schedule_change:
+            change = record_change(after, actor)
+            joined = joined.outerjoin(change, true())
+            version = [change.c.version.label("schedule_version")]
+        return select(
+            *(c.label(f"before_{c.name}") for c in before.c),
+            *(c.label(f"after_{c.name}") for c in after.c),
+            *version,
+        ).select_from(joined)
+
     def set_link_generation(
         self,
         session_id: int,
@@ -187,46 +233,12 @@ class ProgramSessionRepository:
         actor_user_id = validation.actor_user_id(actor_user_id)
         if link_generation_at is not None:
             link_generation_at = validation.aware_datetime(link_generation_at)
-        status = S.NOT_SCHEDULED if link_generation_at is None else S.SCHEDULED
-        # One statement: the row as it was (locked) and the row as written, if it was. Both
-        # read the newest committed version, so the outcome and the prior state agree.
-        before = (
-            select(*self._state_columns())
-            .where(ps.c.id == session_id)
-            .with_for_update()
-            .cte("before")
-        )
-        after = (
-            update(ps)
-            .where(
-                ps.c.id == session_id,
-                ps.c.deleted_at.is_(None),
-                or_(ps.c.link_generation_status != S.IN_PROGRESS.value, self._stale()),
-            )
-            .values(
-                link_generation_at=link_generation_at,
-                link_generation_status=status.value,
-                link_generation_last_error=None,
-                link_generation_job_id=None,
-                updated_at=func.now(),
-                updated_by=actor_user_id,
-            )
-            .returning(*self._state_columns())
-            .cte("after")
-        )
-        joined = before.outerjoin(after, true())
-        version: list[ColumnElement[Any]] = []
-        if record_schedule_change:
-            change = record_change(after, actor_user_id)
-            joined = joined.outerjoin(change, true())
-            version = [change.c.version.label("schedule_version")]
-        statement = select(
-            *(c.label(f"before_{c.name}") for c in before.c),
-            *(c.label(f"after_{c.name}") for c in after.c),
-            *version,
-        ).select_from(joined)
+        statement = self._set_statements[record_schedule_change]
         with translate_errors("setting link generation"), self._engine.begin() as conn:
-            row = conn.execute(statement).one_or_none()
+            row = conn.execute(
+                statement,
+                {"session_id": session_id, "at": link_generation_at, "actor": actor_user_id},
+            ).one_or_none()
         if row is None:
             return SetResult(SetOutcome.NOT_FOUND)
         if row.after_id is not None:

@@ -12,22 +12,29 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from psycopg.errors import LockNotAvailable
 from sqlalchemy import (
     CTE,
+    BigInteger,
+    ColumnElement,
     Connection,
     Engine,
     Select,
+    Text,
     and_,
     bindparam,
+    cast,
     delete,
     false,
     func,
     literal,
     select,
+    true,
     union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import OperationalError
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import program_session as ps
@@ -39,7 +46,23 @@ from jlg_pipeline.domain.schedule_sync import FIRST_TRY_AFTER, DirectLaunch, Pen
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 RESYNC_BATCH = 10_000
-_LOCK_NAMESPACE = "jlg_schedule_sync:"
+LOCK_WAIT = "30s"
+"""How long an applier waits for another applier of the same session (a slow AWS call)."""
+
+# Built once: the fast path runs these after every PATCH.
+_LOCK_KEY = func.hashtextextended(
+    literal("jlg_schedule_sync:") + cast(bindparam("session_id", type_=BigInteger), Text), 0
+)
+_TRY_LOCK = select(func.pg_try_advisory_xact_lock(_LOCK_KEY))
+_LOCK = select(func.pg_advisory_xact_lock(_LOCK_KEY))
+_PENDING = select(
+    outbox.c.program_session_id,
+    outbox.c.version,
+    outbox.c.fire_at,
+    outbox.c.actor_user_id,
+    outbox.c.tries,
+    func.clock_timestamp().label("now"),
+).where(outbox.c.program_session_id == bindparam("session_id"), outbox.c.direct == false())
 
 
 _CHANGE_COLUMNS = [
@@ -77,7 +100,7 @@ def _upsert_changes(session_id: Any, fire_at: Any, actor_user_id: Any, next_try_
     )
 
 
-def record_change(after: CTE, actor_user_id: int | None) -> CTE:
+def record_change(after: CTE, actor_user_id: ColumnElement[Any]) -> CTE:
     """The outbox write for the session the ``after`` CTE (an UPDATE … RETURNING id and
     link_generation_at) changed, as a CTE of the same statement: one transaction, one
     round trip. Its ``version`` column is the new change's version."""
@@ -85,7 +108,7 @@ def record_change(after: CTE, actor_user_id: int | None) -> CTE:
         _upsert_changes(
             after.c.id,
             after.c.link_generation_at,
-            literal(actor_user_id, outbox.c.actor_user_id.type),
+            actor_user_id,
             func.now() + literal(FIRST_TRY_AFTER),
         )
         .returning(outbox.c.version)
@@ -144,32 +167,14 @@ class ScheduleOutbox:
         """The session's pending change (not yet applied, not direct), held until the block
         ends; None when there is none, or when another applier holds it and ``wait`` is
         False. Waiting is bounded by the lock timeout (then None: the sync job retries)."""
-        session_id = validation.session_id(session_id)
-        key = func.hashtextextended(literal(_LOCK_NAMESPACE) + str(session_id), 0)
+        params = {"session_id": validation.session_id(session_id)}
         with translate_errors("holding a schedule change"), self._engine.begin() as conn:
-            if wait:
-                conn.exec_driver_sql("SET LOCAL lock_timeout = '30s'")
-                try:
-                    conn.execute(select(func.pg_advisory_xact_lock(key)))
-                except Exception as exc:
-                    if "lock timeout" not in str(exc):
-                        raise
-                    conn.rollback()
-                    yield None
-                    return
-            elif not conn.execute(select(func.pg_try_advisory_xact_lock(key))).scalar_one():
+            locked = conn.execute(_TRY_LOCK, params).scalar_one()
+            if not locked and not (wait and self._wait_for_lock(conn, params)):
                 yield None
                 return
-            row = conn.execute(
-                select(
-                    outbox.c.program_session_id,
-                    outbox.c.version,
-                    outbox.c.fire_at,
-                    outbox.c.actor_user_id,
-                    outbox.c.tries,
-                    func.clock_timestamp().label("now"),
-                ).where(outbox.c.program_session_id == session_id, outbox.c.direct.is_(False))
-            ).one_or_none()
+            # Read after the lock: the newest change, whatever the caller was handed.
+            row = conn.execute(_PENDING, params).one_or_none()
             if row is None:
                 yield None
                 return
@@ -185,11 +190,23 @@ class ScheduleOutbox:
                 ),
             )
 
+    @staticmethod
+    def _wait_for_lock(conn: Connection, params: dict[str, int]) -> bool:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
+        try:
+            with conn.begin_nested():
+                conn.execute(_LOCK, params)
+        except OperationalError as exc:
+            if not isinstance(exc.orig, LockNotAvailable):
+                raise
+            return False
+        return True
+
     def pending_session_ids(self, limit: int) -> Sequence[int]:
         """Sessions with a change to apply, due or not, the most overdue first."""
         statement = (
             select(outbox.c.program_session_id)
-            .where(outbox.c.direct.is_(False))
+            .where(outbox.c.direct == false())
             .order_by(outbox.c.next_try_at, outbox.c.program_session_id)
             .limit(validation.positive_limit(limit))
         )
@@ -203,11 +220,11 @@ class ScheduleOutbox:
         columns = (outbox.c.program_session_id, outbox.c.version, outbox.c.fire_at, outbox.c.direct)
         launches = (
             select(*columns)
-            .where(outbox.c.direct.is_(True), due)
+            .where(outbox.c.direct == true(), due)
             .order_by(outbox.c.next_try_at)
             .limit(direct_limit)
         )
-        tries = select(*columns).where(outbox.c.direct.is_(False), due).limit(1)
+        tries = select(*columns).where(outbox.c.direct == false(), due).limit(1)
         both = union_all(launches, tries).subquery("due")
         return select(both)
 
@@ -225,7 +242,7 @@ class ScheduleOutbox:
         statement = delete(outbox).where(
             outbox.c.program_session_id == launch.session_id,
             outbox.c.version == launch.version,
-            outbox.c.direct.is_(True),
+            outbox.c.direct == true(),
         )
         with translate_errors("retiring a direct launch"), self._engine.begin() as conn:
             return conn.execute(statement).rowcount == 1
@@ -244,7 +261,7 @@ class ScheduleOutbox:
         statement = select(
             func.count(),
             func.coalesce(func.extract("epoch", func.now() - func.min(outbox.c.changed_at)), 0),
-        ).where(outbox.c.direct.is_(False))
+        ).where(outbox.c.direct == false())
         with translate_errors("measuring the schedule backlog"), self._engine.connect() as conn:
             count, oldest = conn.execute(statement).one()
         return int(count), float(oldest)

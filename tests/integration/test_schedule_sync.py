@@ -127,7 +127,7 @@ class FlakyClient:
             time.sleep(self._delay())
             if self._fails():
                 # What botocore raises when the endpoint is unreachable.
-                return _dead_scheduler().update_schedule(**kwargs)
+                return getattr(_dead_scheduler(), name)(**kwargs)
             return attribute(**kwargs)
 
         return call
@@ -139,8 +139,9 @@ def test_many_changes_while_aws_fails_leave_exactly_the_newest(
     sid = create_session(engine)
     rng = random.Random(13)
     flaky = FlakyClient(aws.scheduler, lambda: rng.random() < 0.7, lambda: 0.0)
+    newest = _later(days=5)
     intents: list[datetime | None] = [_later(days=1), _later(days=2), _later(days=3)]
-    intents += [None, _later(days=4), None, _later(days=5)]
+    intents += [None, _later(days=4), None, newest]
     with client_for(settings_for(db_url, aws.queue_arn), flaky) as http:
         for at in intents:
             body = {"linkGenerationAt": None if at is None else at.isoformat()}
@@ -148,7 +149,7 @@ def test_many_changes_while_aws_fails_leave_exactly_the_newest(
     _sync(engine, aws).sync()
     schedule = _schedule(aws, sid)
     assert schedule is not None
-    assert schedule["ScheduleExpression"] == f"at({_later(days=5):%Y-%m-%dT%H:%M:%S})"
+    assert schedule["ScheduleExpression"] == f"at({newest:%Y-%m-%dT%H:%M:%S})"
     assert _pending(engine) == []
 
 
@@ -329,3 +330,29 @@ def test_jlg_schedules_resync_marks_armed_sessions(
     monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "false")
     assert main(["schedules", "resync"]) == 2
     assert "nothing to resync" in capsys.readouterr().err
+
+
+def test_an_applier_waits_for_the_one_at_work_then_applies_the_newest(
+    engine: Engine, aws: Aws
+) -> None:
+    sid = create_session(engine)
+    sync = _sync(engine, aws)
+    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    service.set_link_generation(sid, _later(days=1), 7, lambda call: None)
+    newest = _later(days=2)
+    results: list[SyncAction] = []
+    with ScheduleOutbox(engine).hold(sid, wait=True) as held:
+        assert held is not None
+        waiting = threading.Thread(target=lambda: results.append(sync.apply(sid)))
+        waiting.start()
+        time.sleep(0.3)
+        assert waiting.is_alive(), "the second applier waits for the first"
+        # The admin is never held by an applier: the write goes through meanwhile.
+        service.set_link_generation(sid, newest, 7, lambda call: None)
+        assert held.retire() is False, "a newer change replaced the one held"
+    waiting.join(timeout=10)
+    assert results == [SyncAction.CREATED]
+    schedule = _schedule(aws, sid)
+    assert schedule is not None
+    assert schedule["ScheduleExpression"] == f"at({newest:%Y-%m-%dT%H:%M:%S})"
+    assert _pending(engine) == []
