@@ -22,6 +22,7 @@ for; it is not run here, so a session it never generates counts as late.
 
 import argparse
 import json
+import os
 import random
 import socket
 import threading
@@ -147,6 +148,8 @@ class World:
         standin = EventBridgeStandIn(self.aws.client("scheduler"), sqs)
         outbox = ScheduleOutbox(self.engine)
         target = ScheduleTarget(self.aws.queue_arn, EXECUTION_ROLE_ARN)
+        credentials = {k: v for k, v in self.aws.env.items() if k != "AWS_ENDPOINT_URL"}
+        os.environ.update(credentials)  # moto's fake ones, as the app has them
         sync = ScheduleSync(
             outbox,
             AwsScheduler(scheduler_client(region_name="us-east-1", endpoint_url=self.proxy_url)),

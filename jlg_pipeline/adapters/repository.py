@@ -79,7 +79,11 @@ class ProgramSessionRepository:
                 updated_at=func.now(),
             )
             .returning(
-                ps.c.id, ps.c.program_id, ps.c.link_generation_attempt, ps.c.link_generation_at
+                ps.c.id,
+                ps.c.program_id,
+                ps.c.link_generation_attempt,
+                ps.c.link_generation_at,
+                func.now().label("claimed_at"),
             )
         )
         # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
@@ -273,6 +277,7 @@ class ProgramSessionRepository:
             program_id=row.program_id,
             attempt=row.link_generation_attempt,
             link_generation_at=row.link_generation_at,
+            claimed_at=row.claimed_at,
         )
 
     def _mark_statement(self, status: S, **values: Any) -> Update:

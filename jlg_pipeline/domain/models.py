@@ -61,6 +61,16 @@ class Claim:
     program_id: int
     attempt: int
     link_generation_at: datetime
+    """The cycle: the time this claim generates for."""
+    claimed_at: datetime | None = None
+    """The database clock when the claim was won."""
+
+    @property
+    def lag_seconds(self) -> float | None:
+        """How late the claim came: claimed_at - link_generation_at."""
+        if self.claimed_at is None:
+            return None
+        return round((self.claimed_at - self.link_generation_at).total_seconds(), 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +103,9 @@ class BulkRegisterRequest:
 class BulkRegisterResult:
     job_id: str
     total: int
+    """Eligible registrants the job covered (iface-05's ``total``)."""
+    created: int | None = None
+    """Of those, links that did not exist before; None when the registrar does not say."""
 
 
 class GenerationResult(StrEnum):
@@ -111,6 +124,13 @@ class GenerationOutcome:
     total: int | None = None
     reason: str | None = None
     """Why it was skipped or superseded, in words an operator can act on."""
+    cycle: datetime | None = None
+    """The ``link_generation_at`` the claim generated for (None when nothing was claimed)."""
+    lag_seconds: float | None = None
+    """How late the claim came after that time."""
+    created: int | None = None
+    """Join links newly created, when the registrar says (``total`` counts every eligible
+    registrant covered, links that already existed included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,3 +142,15 @@ class SweepReport:
     left_behind: int
     """Due sessions past this sweep's limit, left for the next sweep (or a larger limit)."""
     failed_session_ids: tuple[int, ...] = ()
+    sessions: tuple["SessionResult", ...] = ()
+    """Each session handled, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResult:
+    """One session of a sweep or backfill: what happened and how late."""
+
+    session_id: int
+    outcome: str
+    """completed, skipped, superseded or failed."""
+    lag_seconds: float | None = None

@@ -3,7 +3,9 @@
 Every one calls ``generate_for_session`` and nothing else generates (TRD dec-09).
 """
 
+import statistics
 from functools import partial
+from typing import Any
 
 from dagster import (
     Backoff,
@@ -12,6 +14,7 @@ from dagster import (
     Failure,
     Jitter,
     JobDefinition,
+    MetadataValue,
     OpExecutionContext,
     Output,
     ResourceParam,
@@ -27,7 +30,13 @@ from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT, MAX_RETRY_ATTEMP
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
 from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
 from jlg_pipeline.orchestration.resources import DatabaseResource
-from jlg_pipeline.orchestration.tags import OUTCOME_TAG, TRIGGER_TAG, trigger_of
+from jlg_pipeline.orchestration.tags import (
+    CYCLE_TAG,
+    OUTCOME_TAG,
+    TRIGGER_TAG,
+    cycle_id,
+    trigger_of,
+)
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.sweep import backfill_window, sweep_overdue_sessions
 
@@ -55,23 +64,37 @@ class SweepConfig(Config):
 FAILED_OUTCOME = "failed"
 
 
-def _tag_outcome(context: OpExecutionContext, outcome: str) -> None:
-    """Show in the Runs list what the run did: a skipped run also says Success."""
-    context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: outcome})
+def _tag_outcome(
+    context: OpExecutionContext, outcome: str, generated: GenerationOutcome | None = None
+) -> None:
+    """Show in the Runs list what the run did (a skipped run also says Success) and which
+    cycle it generated for: every cycle of a session shares its correlation id."""
+    tags = {OUTCOME_TAG: outcome}
+    if generated is not None and generated.cycle is not None:
+        tags[CYCLE_TAG] = cycle_id(generated.session_id, generated.cycle)
+    context.instance.add_run_tags(context.run_id, tags)
 
 
-def _outcome_metadata(outcome: GenerationOutcome) -> dict[str, str | int | None]:
+def _outcome_metadata(outcome: GenerationOutcome) -> dict[str, str | int | float | None]:
     return {
         "session_id": outcome.session_id,
         "outcome": outcome.result.value,
         "attempt": outcome.attempt,
         "jobId": outcome.job_id,
         "total": outcome.total,
+        "created": outcome.created,
+        "cycle": None if outcome.cycle is None else outcome.cycle.isoformat(),
+        "lag_seconds": outcome.lag_seconds,
         "reason": outcome.reason,
     }
 
 
-def _report_metadata(report: SweepReport) -> dict[str, str | int]:
+def _report_metadata(report: SweepReport) -> dict[str, Any]:
+    lags = [s.lag_seconds for s in report.sessions if s.lag_seconds is not None]
+    rows = "\n".join(
+        f"| {s.session_id} | {s.outcome} | {'' if s.lag_seconds is None else s.lag_seconds} |"
+        for s in report.sessions
+    )
     return {
         "found": report.found,
         "completed": report.completed,
@@ -79,6 +102,12 @@ def _report_metadata(report: SweepReport) -> dict[str, str | int]:
         "failed": report.failed,
         "left_behind": report.left_behind,
         "failed_session_ids": ",".join(map(str, report.failed_session_ids)),
+        "lag_max_seconds": max(lags, default=None),
+        "lag_median_seconds": statistics.median(lags) if lags else None,
+        # Every session the run handled, so the UI answers "did this run touch session 7".
+        "sessions": MetadataValue.md(
+            "| session | outcome | lag s |\n|---|---|---|\n" + rows if rows else "none"
+        ),
     }
 
 
@@ -134,7 +163,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
                 },
                 allow_retries=exc.retryable,
             ) from exc
-        _tag_outcome(context, outcome.result.value)
+        _tag_outcome(context, outcome.result.value, outcome)
         return Output(None, metadata=_outcome_metadata(outcome))
 
     @job(

@@ -6,6 +6,7 @@ the trigger should retry.
 """
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
@@ -90,6 +91,9 @@ def generate_for_session(
         attempt=claim.attempt,
         job_id=result.job_id,
         total=result.total,
+        cycle=claim.link_generation_at,
+        lag_seconds=claim.lag_seconds,
+        created=result.created,
     )
     if not repository.mark_completed(claim, result.job_id):
         log_event(
@@ -101,14 +105,7 @@ def generate_for_session(
             total=result.total,
             reason=SUPERSEDED_REASON,
         )
-        return GenerationOutcome(
-            session_id,
-            GenerationResult.SUPERSEDED,
-            attempt=claim.attempt,
-            job_id=result.job_id,
-            total=result.total,
-            reason=SUPERSEDED_REASON,
-        )
+        return replace(outcome, result=GenerationResult.SUPERSEDED, reason=SUPERSEDED_REASON)
     log_event(
         logger,
         logging.INFO,
@@ -116,6 +113,8 @@ def generate_for_session(
         **fields,
         job_id=result.job_id,
         total=result.total,
+        created=result.created,
+        lag_seconds=claim.lag_seconds,
     )
     return outcome
 

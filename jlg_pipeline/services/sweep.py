@@ -10,7 +10,13 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed
-from jlg_pipeline.domain.models import DueSession, GenerationOutcome, GenerationResult, SweepReport
+from jlg_pipeline.domain.models import (
+    DueSession,
+    GenerationOutcome,
+    GenerationResult,
+    SessionResult,
+    SweepReport,
+)
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
@@ -19,6 +25,7 @@ Generate = Callable[[int], GenerationOutcome]
 """Runs one session through ``generate_for_session`` with the caller's trigger bound."""
 
 BACKFILL_LIMIT = 10_000
+FAILED = "failed"
 
 
 def sweep_overdue_sessions(
@@ -68,11 +75,13 @@ def generate_each(
 ) -> SweepReport:
     completed = skipped = 0
     failed: list[int] = []
+    sessions: list[SessionResult] = []
     for candidate in candidates:
         try:
             outcome = generate(candidate.id)
         except GenerationFailed:
             failed.append(candidate.id)  # generate_for_session logged it with context
+            sessions.append(SessionResult(candidate.id, FAILED))
             continue
         except Exception as exc:  # noqa: BLE001 - one broken session must not stop the rest
             log_event(
@@ -84,7 +93,9 @@ def generate_each(
                 error=f"{type(exc).__name__}: {exc}",
             )
             failed.append(candidate.id)
+            sessions.append(SessionResult(candidate.id, FAILED))
             continue
+        sessions.append(SessionResult(candidate.id, outcome.result.value, outcome.lag_seconds))
         if outcome.result is GenerationResult.SKIPPED:
             skipped += 1
         else:
@@ -96,6 +107,7 @@ def generate_each(
         failed=len(failed),
         left_behind=left_behind,
         failed_session_ids=tuple(failed),
+        sessions=tuple(sessions),
     )
 
 

@@ -34,11 +34,12 @@ def _run(
     run_config: dict[str, Any] | None = None,
     tags: dict[str, str] | None = None,
     partition_key: str | None = None,
+    instance: DagsterInstance | None = None,
 ) -> Any:
     return job.execute_in_process(
         run_config=run_config,
         resources={"database": DatabaseResource(url=db_url), "registrar": fake},
-        instance=DagsterInstance.ephemeral(),
+        instance=instance or DagsterInstance.ephemeral(),
         tags=tags,
         partition_key=partition_key,
         raise_on_error=False,
@@ -60,12 +61,14 @@ def test_generation_run_completes_with_metadata(engine: Engine, db_url: str) -> 
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     fake = RecordingRegistrar(total=9)
+    instance = DagsterInstance.ephemeral()
     result = _run(
         FAST_RETRIES,
         db_url,
         fake,
         run_config=_generate_config(sid, role="attendee", batchSize=50, actorUserId=4),
         tags={TRIGGER_TAG: "event"},
+        instance=instance,
     )
     assert result.success
     metadata = _metadata(result, "generate_join_links")
@@ -74,6 +77,12 @@ def test_generation_run_completes_with_metadata(engine: Engine, db_url: str) -> 
     assert metadata["total"] == 9
     assert metadata["jobId"] == session_row(engine, sid)["link_generation_job_id"]
     assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+    cycle = session_row(engine, sid)["link_generation_at"]
+    assert metadata["cycle"] == cycle.isoformat()
+    assert 60 <= metadata["lag_seconds"] < 70, "due a minute ago: claimed a minute late"
+    stored = instance.get_run_by_id(result.run_id)
+    assert stored is not None
+    assert stored.tags["jlg/cycle"] == f"join-link-{sid}@{cycle:%Y-%m-%dT%H:%M:%SZ}"
     [call] = fake.calls
     assert (call.role, call.batch_size, call.actor_user_id) == ("attendee", 50, 4)
 
@@ -168,6 +177,13 @@ def test_sweep_selects_oldest_within_the_limit_and_reports(engine: Engine, db_ur
         metadata["left_behind"],
     ) == (3, 3, 0, 1)
     assert [c.session_id for c in fake.calls] == list(reversed(ids))[:3]
+    # Every session the run handled is listed with its outcome and lateness.
+    listed = metadata["sessions"].splitlines()[2:]
+    assert [row.split("|")[1:3] for row in listed] == [
+        [f" {sid} ", " completed "] for sid in list(reversed(ids))[:3]
+    ]
+    assert 63 * 60 <= metadata["lag_max_seconds"] < 63 * 60 + 30
+    assert 62 * 60 <= metadata["lag_median_seconds"] < 62 * 60 + 30
     assert session_row(engine, recent)["link_generation_status"] == S.SCHEDULED.value
 
 
@@ -188,6 +204,7 @@ def test_sweep_goes_past_a_failing_session_then_fails_the_run(engine: Engine, db
     failure = result.failure_data_for_node("sweep_overdue_sessions")
     assert failure is not None
     assert str(ids[1]) in failure.error.message
+    assert f"| {ids[1]} | failed |" in failure.user_failure_data.metadata["sessions"].value  # type: ignore[union-attr]
 
 
 def test_backfill_partition_regenerates_its_day_only(engine: Engine, db_url: str) -> None:

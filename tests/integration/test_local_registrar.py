@@ -95,3 +95,16 @@ def test_bad_request_is_refused_before_any_write(engine: Engine, fields: dict[st
         LocalRegistrar(engine).bulk_register(BulkRegisterRequest(**fields))
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(local_bulk_job)).scalar_one() == 0
+
+
+def test_a_second_cycle_reports_what_it_created_beside_the_total(engine: Engine) -> None:
+    """Re-arming a COMPLETED session generates again: ``total`` counts every eligible
+    registrant covered, ``created`` only the links that did not exist yet."""
+    sid = create_session(engine, program_id=12)
+    add_registrations(engine, 12, 25)
+    registrar = LocalRegistrar(engine)
+    first = registrar.bulk_register(BulkRegisterRequest(sid))
+    assert (first.total, first.created) == (25, 25)
+    add_registrations(engine, 12, 2, first_user_id=500)
+    again = registrar.bulk_register(BulkRegisterRequest(sid))
+    assert (again.total, again.created) == (27, 2)

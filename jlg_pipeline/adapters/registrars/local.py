@@ -98,4 +98,4 @@ class LocalRegistrar:
                 .where(local_bulk_job.c.id == job_id)
                 .values(total=total, created=created, finished_at=func.now())
             )
-        return BulkRegisterResult(job_id=job_id, total=total)
+        return BulkRegisterResult(job_id=job_id, total=total, created=created)
