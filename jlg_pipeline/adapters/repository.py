@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Engine,
+    Integer,
     Interval,
     Row,
     Select,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    insert,
     literal,
     or_,
     select,
@@ -30,15 +32,19 @@ from sqlalchemy import (
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.schedule_outbox import record_change
+from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
 from jlg_pipeline.domain.models import (
+    AttemptOutcome,
+    AttemptRecord,
     Claim,
     DueSession,
     LinkGenerationState,
     SetOutcome,
     SetResult,
+    Trigger,
 )
 from jlg_pipeline.domain.status import CLAIMABLE_STATUSES, LinkGenerationStatus
 
@@ -47,6 +53,10 @@ S = LinkGenerationStatus
 
 def _ms(value: int) -> ColumnElement[timedelta]:
     return literal(timedelta(milliseconds=value), Interval())
+
+
+def _open_attempt() -> ColumnElement[bool]:
+    return attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value
 
 
 def _due_session(row: Any) -> DueSession:
@@ -63,7 +73,7 @@ class ProgramSessionRepository:
         self.windows = windows or TimingWindows()
         # Built once: the gate is the hot path, and building a statement costs more than
         # running it. Values arrive as bound parameters.
-        self._claim_statement = (
+        claimed = (
             update(ps)
             .where(
                 ps.c.id == bindparam("session_id"),
@@ -85,7 +95,39 @@ class ProgramSessionRepository:
                 ps.c.link_generation_at,
                 func.now().label("claimed_at"),
             )
+            .cte("claimed")
         )
+        # The same statement closes an abandoned attempt (a stale reclaim) and opens this
+        # one: the history and the row change together or not at all.
+        reclaimed = (
+            update(attempts)
+            .where(attempts.c.program_session_id == claimed.c.id, _open_attempt())
+            .values(outcome=AttemptOutcome.RECLAIMED.value, finished_at=func.now())
+            .cte("reclaimed")
+        )
+        opened = (
+            insert(attempts)
+            .from_select(
+                [
+                    "program_session_id",
+                    "attempt",
+                    "trigger",
+                    "run_id",
+                    "link_generation_at",
+                    "claimed_at",
+                ],
+                select(
+                    claimed.c.id,
+                    claimed.c.link_generation_attempt,
+                    bindparam("trigger", type_=attempts.c.trigger.type),
+                    bindparam("run_id", type_=attempts.c.run_id.type),
+                    claimed.c.link_generation_at,
+                    claimed.c.claimed_at,
+                ),
+            )
+            .cte("opened")
+        )
+        self._claim_statement = select(claimed).add_cte(reclaimed, opened)
         # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
         # per claim than the database did (docs/performance.md).
         compiled = self._claim_statement.compile(dialect=engine.dialect)
@@ -93,11 +135,12 @@ class ProgramSessionRepository:
         self._claim_params = dict(compiled.params)
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
+            {"job_id": bindparam("job_id"), "total": bindparam("total", type_=Integer)},
             link_generation_job_id=bindparam("job_id"),
             link_generation_last_error=None,
         )
         self._fail_statement = self._mark_statement(
-            S.FAILED, link_generation_last_error=bindparam("error")
+            S.FAILED, {"error": bindparam("error")}, link_generation_last_error=bindparam("error")
         )
         self._set_statements = {flag: self._set_statement(flag) for flag in (False, True)}
         self._renew_statement = (
@@ -105,7 +148,7 @@ class ProgramSessionRepository:
             .where(
                 ps.c.id == bindparam("session_id"),
                 ps.c.link_generation_status == S.IN_PROGRESS.value,
-                ps.c.link_generation_attempt == bindparam("attempt"),
+                ps.c.link_generation_attempt == bindparam("claim_attempt"),
             )
             .values(updated_at=func.now())
             .returning(ps.c.id)
@@ -204,17 +247,28 @@ class ProgramSessionRepository:
             .returning(*self._state_columns())
             .cte("after")
         )
+        # Re-arming or clearing over a stale attempt takes it over: its record closes.
+        taken_over = (
+            update(attempts)
+            .where(attempts.c.program_session_id == after.c.id, _open_attempt())
+            .values(outcome=AttemptOutcome.RECLAIMED.value, finished_at=func.now())
+            .cte("taken_over")
+        )
         joined = before.outerjoin(after, true())
         version: list[ColumnElement[Any]] = []
         if record_schedule_change:
             change = record_change(after, actor)
             joined = joined.outerjoin(change, true())
             version = [change.c.version.label("schedule_version")]
-        return select(
-            *(c.label(f"before_{c.name}") for c in before.c),
-            *(c.label(f"after_{c.name}") for c in after.c),
-            *version,
-        ).select_from(joined)
+        return (
+            select(
+                *(c.label(f"before_{c.name}") for c in before.c),
+                *(c.label(f"after_{c.name}") for c in after.c),
+                *version,
+            )
+            .select_from(joined)
+            .add_cte(taken_over)
+        )
 
     def set_link_generation(
         self,
@@ -256,20 +310,27 @@ class ProgramSessionRepository:
             return SetResult(SetOutcome.NOT_FOUND)
         return SetResult(SetOutcome.IN_PROGRESS, prior)
 
-    def claim(self, session_id: int) -> Claim | None:
+    def claim(
+        self, session_id: int, trigger: Trigger = Trigger.MANUAL, run_id: str | None = None
+    ) -> Claim | None:
         """The one gate: atomically move a due, claimable session to IN_PROGRESS.
 
         Claimable means SCHEDULED or FAILED, or IN_PROGRESS older than the stale window;
         not soft-deleted; ``link_generation_at`` set and no later than now plus the due
-        tolerance. Each claim takes a new attempt number. Returns None when another caller
-        holds the claim or the session is not claimable; exactly one of any number of
-        concurrent callers gets a Claim.
+        tolerance. Each claim takes a new attempt number and opens its record in the attempt
+        history (``trigger``, Dagster's ``run_id``); a stale attempt it takes over is closed
+        RECLAIMED. Returns None when another caller holds the claim or the session is not
+        claimable; exactly one of any number of concurrent callers gets a Claim.
         """
         session_id = validation.session_id(session_id)
+        parameters = {
+            **self._claim_params,
+            "session_id": session_id,
+            "trigger": Trigger(trigger).value,
+            "run_id": None if run_id is None else str(run_id)[:64],
+        }
         with translate_errors("claiming a session"), self._engine.begin() as conn:
-            row = conn.exec_driver_sql(
-                self._claim_sql, {**self._claim_params, "session_id": session_id}
-            ).one_or_none()
+            row = conn.exec_driver_sql(self._claim_sql, parameters).one_or_none()
         if row is None:
             return None
         return Claim(
@@ -280,20 +341,43 @@ class ProgramSessionRepository:
             claimed_at=row.claimed_at,
         )
 
-    def _mark_statement(self, status: S, **values: Any) -> Update:
-        return (
+    def _mark_statement(self, status: S, recorded: dict[str, Any], **values: Any) -> Select[Any]:
+        """The fenced mark, and the attempt's record closed by the same statement: with the
+        mark's outcome when it landed, SUPERSEDED when the attempt was fenced out."""
+        marked = (
             update(ps)
             .where(
                 ps.c.id == bindparam("session_id"),
                 ps.c.link_generation_status == S.IN_PROGRESS.value,
-                ps.c.link_generation_attempt == bindparam("attempt"),
+                ps.c.link_generation_attempt == bindparam("claim_attempt"),
             )
             .values(link_generation_status=status.value, updated_at=func.now(), **values)
             .returning(ps.c.id)
+            .cte("marked")
         )
+        closed = (
+            update(attempts)
+            .where(
+                attempts.c.program_session_id == bindparam("session_id"),
+                attempts.c.attempt == bindparam("claim_attempt"),
+            )
+            .values(
+                outcome=case(
+                    (select(marked.c.id).exists(), status.value),
+                    else_=AttemptOutcome.SUPERSEDED.value,
+                ),
+                finished_at=func.now(),
+                **recorded,
+            )
+            .cte("closed")
+        )
+        return select(marked.c.id).add_cte(closed)
 
-    def _mark(self, statement: Update, claim: Claim, action: str, **parameters: Any) -> bool:
-        parameters.update(session_id=claim.session_id, attempt=claim.attempt)
+    def _mark(
+        self, statement: Update | Select[Any], claim: Claim, action: str, **parameters: Any
+    ) -> bool:
+        # Not "attempt": a parameter named like a column of the table updated joins its SET.
+        parameters.update(session_id=claim.session_id, claim_attempt=claim.attempt)
         with translate_errors(action), self._engine.begin() as conn:
             return conn.execute(statement, parameters).one_or_none() is not None
 
@@ -302,11 +386,16 @@ class ProgramSessionRepository:
         live attempt never goes stale. False when fenced out (see :meth:`mark_completed`)."""
         return self._mark(self._renew_statement, claim, "renewing a claim")
 
-    def mark_completed(self, claim: Claim, job_id: str) -> bool:
+    def mark_completed(self, claim: Claim, job_id: str, total: int | None = None) -> bool:
         """COMPLETED for the attempt holding the claim. False when fenced out: a stale
-        reclaim, a re-arm or a clear took the session since this claim was made."""
+        reclaim, a re-arm or a clear took the session since this claim was made (its
+        record then says SUPERSEDED)."""
         return self._mark(
-            self._complete_statement, claim, "marking a session COMPLETED", job_id=str(job_id)[:255]
+            self._complete_statement,
+            claim,
+            "marking a session COMPLETED",
+            job_id=str(job_id)[:255],
+            total=total,
         )
 
     def mark_failed(self, claim: Claim, error: str) -> bool:
@@ -413,6 +502,34 @@ class ProgramSessionRepository:
         with translate_errors("finding sessions to backfill"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [_due_session(r) for r in rows]
+
+    def attempts(self, session_id: int, limit: int = 50) -> list[AttemptRecord]:
+        """The session's attempt history, newest first, at most ``limit``."""
+        session_id = validation.session_id(session_id)
+        statement = (
+            select(attempts)
+            .where(attempts.c.program_session_id == session_id)
+            .order_by(attempts.c.attempt.desc())
+            .limit(validation.positive_limit(limit))
+        )
+        with translate_errors("reading attempts"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [
+            AttemptRecord(
+                session_id=r.program_session_id,
+                attempt=r.attempt,
+                trigger=r.trigger,
+                run_id=r.run_id,
+                link_generation_at=r.link_generation_at,
+                claimed_at=r.claimed_at,
+                finished_at=r.finished_at,
+                outcome=AttemptOutcome(r.outcome),
+                job_id=r.job_id,
+                total=r.total,
+                error=r.error,
+            )
+            for r in rows
+        ]
 
     def count_by_status(self) -> dict[str, int]:
         """Sessions that are not soft-deleted, counted by link-generation status."""

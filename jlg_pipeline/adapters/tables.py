@@ -186,3 +186,42 @@ schedule_outbox = Table(
     Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_schedule_outbox_due", "direct", "next_try_at"),
 )
+
+# Migration 0005: the attempt history (DESIGN.md "Attempt history"). Each claim opens a row,
+# each mark closes it, in the same statement as the session's state change.
+ATTEMPT_OUTCOMES = ("IN_PROGRESS", "COMPLETED", "FAILED", "SUPERSEDED", "RECLAIMED")
+
+generation_attempt = Table(
+    "jlg_generation_attempt",
+    metadata,
+    Column(
+        "program_session_id",
+        BigInteger,
+        ForeignKey(
+            "hdb_program_session.id",
+            name="fk_generation_attempt_program_session",
+            ondelete="CASCADE",
+        ),
+        primary_key=True,
+    ),
+    Column("attempt", Integer, primary_key=True),
+    Column("trigger", String(16), nullable=False),
+    Column("run_id", String(64), nullable=True),
+    Column("link_generation_at", DateTime(timezone=True), nullable=False),
+    Column("claimed_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("outcome", String(16), nullable=False, server_default="IN_PROGRESS"),
+    Column("job_id", String(255), nullable=True),
+    Column("total", Integer, nullable=True),
+    Column("error", Text, nullable=True),
+    CheckConstraint(
+        "outcome IN (" + ", ".join(f"'{o}'" for o in ATTEMPT_OUTCOMES) + ")",
+        name="ck_generation_attempt_outcome",
+    ),
+    # The open attempt of a session (at most one): closed by marks and reclaims.
+    Index(
+        "ix_generation_attempt_open",
+        "program_session_id",
+        postgresql_where=text("outcome = 'IN_PROGRESS'"),
+    ),
+)

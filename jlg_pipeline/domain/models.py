@@ -1,7 +1,7 @@
 """Value objects that cross the seams between repository, services and registrars."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from jlg_pipeline.domain import validation
@@ -71,6 +71,38 @@ class Claim:
         if self.claimed_at is None:
             return None
         return round((self.claimed_at - self.link_generation_at).total_seconds(), 3)
+
+
+class AttemptOutcome(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    SUPERSEDED = "SUPERSEDED"
+    """Fenced out: a newer attempt, a re-arm or a clear took the claim meanwhile."""
+    RECLAIMED = "RECLAIMED"
+    """Taken over after going stale (its process died or stopped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One claim of a session and how it ended."""
+
+    session_id: int
+    attempt: int
+    trigger: str
+    run_id: str | None
+    link_generation_at: datetime
+    claimed_at: datetime
+    finished_at: datetime | None
+    outcome: AttemptOutcome
+    job_id: str | None
+    total: int | None
+    error: str | None
+
+    @property
+    def lag(self) -> timedelta:
+        """How late the claim came after the cycle's time."""
+        return self.claimed_at - self.link_generation_at
 
 
 @dataclass(frozen=True, slots=True)

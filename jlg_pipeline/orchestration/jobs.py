@@ -139,6 +139,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
                 role=config.role,
                 batch_size=config.batchSize,
                 actor_user_id=config.actorUserId,
+                run_id=context.run_id,
             )
         except InvalidInput as exc:
             _tag_outcome(context, FAILED_OUTCOME)
@@ -194,6 +195,7 @@ def sweep_overdue_sessions_op(
             repository=repository,
             registrar=registrar,
             trigger=trigger_of(context.run.tags, default=Trigger.CRON),
+            run_id=context.run_id,
         ),
         config.batchLimit,
     )
@@ -227,6 +229,7 @@ def backfill_partition_sessions(
             repository=repository,
             registrar=registrar,
             trigger=Trigger.BACKFILL,
+            run_id=context.run_id,
         ),
         window.start,
         window.end,

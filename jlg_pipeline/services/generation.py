@@ -50,6 +50,7 @@ def generate_for_session(
     role: str | None = None,
     batch_size: int | None = None,
     actor_user_id: int | None = None,
+    run_id: str | None = None,
 ) -> GenerationOutcome:
     """Generate join links for one session, at most once per cycle.
 
@@ -64,7 +65,7 @@ def generate_for_session(
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
-    claim = repository.claim(session_id)
+    claim = repository.claim(session_id, trigger, run_id)
     if claim is None:
         reason = skip_reason(repository.get_state(session_id))
         log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
@@ -95,7 +96,7 @@ def generate_for_session(
         lag_seconds=claim.lag_seconds,
         created=result.created,
     )
-    if not repository.mark_completed(claim, result.job_id):
+    if not repository.mark_completed(claim, result.job_id, result.total):
         log_event(
             logger,
             logging.WARNING,

@@ -204,7 +204,7 @@ def test_sweep_goes_past_a_failing_session_then_fails_the_run(engine: Engine, db
     failure = result.failure_data_for_node("sweep_overdue_sessions")
     assert failure is not None
     assert str(ids[1]) in failure.error.message
-    assert f"| {ids[1]} | failed |" in failure.user_failure_data.metadata["sessions"].value  # type: ignore[union-attr]
+    assert f"| {ids[1]} | failed |" in failure.user_failure_data.metadata["sessions"].value
 
 
 def test_backfill_partition_regenerates_its_day_only(engine: Engine, db_url: str) -> None:
