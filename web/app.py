@@ -72,6 +72,18 @@ def create_app(
                 middleware=auth,
                 name="link_generation",
             ),
+            Route(
+                "/program-session/{id}/link-generation/attempts",
+                routes.link_generation_attempts,
+                methods=["GET"],
+                middleware=auth,
+            ),
+            Route(
+                "/program-session/link-generation",
+                routes.list_link_generation,
+                methods=["GET"],
+                middleware=auth,
+            ),
             Route("/healthz", routes.healthz, methods=["GET"]),
             Route("/readyz", routes.readyz, methods=["GET"]),
             Route("/metrics", routes.metrics, methods=["GET"]),

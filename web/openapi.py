@@ -7,7 +7,13 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from web.envelope import ERRORS
-from web.schemas import ErrorEnvelope, LinkGenerationResponse, SetLinkGenerationDto
+from web.schemas import (
+    AttemptResponse,
+    ErrorEnvelope,
+    LinkGenerationResponse,
+    SessionPage,
+    SetLinkGenerationDto,
+)
 
 
 def _schemas(*models: type[BaseModel]) -> dict[str, Any]:
@@ -40,6 +46,13 @@ def _error_response(description: str) -> dict[str, Any]:
 
 def _errors(*codes: int) -> dict[str, Any]:
     return {str(code): _error_response(ERRORS[code].description) for code in codes}
+
+
+def _ok(description: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": _envelope(data)}},
+    }
 
 
 def build_openapi() -> dict[str, Any]:
@@ -111,6 +124,77 @@ def build_openapi() -> dict[str, Any]:
                     },
                 },
             },
+            "/program-session/{id}/link-generation/attempts": {
+                "parameters": [session_id, *identity_headers],
+                "get": {
+                    "operationId": "getLinkGenerationAttempts",
+                    "summary": "A session's generation attempts, newest first (at most 50)",
+                    "security": [{"bearer": []}],
+                    "responses": {
+                        "200": _ok(
+                            "The attempts; [] for a session never attempted",
+                            {
+                                "type": "array",
+                                "items": {"$ref": "#/components/schemas/AttemptResponse"},
+                            },
+                        ),
+                        **_errors(400, 401, 403, 404, 500, 503),
+                    },
+                },
+            },
+            "/program-session/link-generation": {
+                "parameters": identity_headers,
+                "get": {
+                    "operationId": "listLinkGeneration",
+                    "summary": "Sessions' link-generation state, by id, a page at a time",
+                    "security": [{"bearer": []}],
+                    "parameters": [
+                        {
+                            "name": "status",
+                            "in": "query",
+                            "required": False,
+                            "schema": {
+                                "enum": [
+                                    "NOT_SCHEDULED",
+                                    "SCHEDULED",
+                                    "IN_PROGRESS",
+                                    "COMPLETED",
+                                    "FAILED",
+                                ]
+                            },
+                        },
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "required": False,
+                            "schema": {
+                                "type": "integer",
+                                "minimum": 1,
+                                "maximum": 500,
+                                "default": 50,
+                            },
+                        },
+                        {
+                            "name": "afterId",
+                            "in": "query",
+                            "required": False,
+                            "description": "The previous page's nextAfterId",
+                            "schema": {
+                                "type": "integer",
+                                "minimum": 0,
+                                "maximum": 2**63 - 1,
+                                "default": 0,
+                            },
+                        },
+                    ],
+                    "responses": {
+                        "200": _ok(
+                            "A page of sessions", {"$ref": "#/components/schemas/SessionPage"}
+                        ),
+                        **_errors(400, 401, 403, 500, 503),
+                    },
+                },
+            },
             "/healthz": {
                 "get": {
                     "operationId": "healthz",
@@ -131,7 +215,13 @@ def build_openapi() -> dict[str, Any]:
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
             },
             "schemas": {
-                **_schemas(SetLinkGenerationDto, LinkGenerationResponse, ErrorEnvelope),
+                **_schemas(
+                    SetLinkGenerationDto,
+                    LinkGenerationResponse,
+                    AttemptResponse,
+                    SessionPage,
+                    ErrorEnvelope,
+                ),
             },
         },
     }

@@ -12,7 +12,15 @@ from jlg_pipeline.adapters.database import ping
 from jlg_pipeline.domain.errors import BodyTooLarge
 from web.auth import actor_id, admin_only
 from web.envelope import success
-from web.schemas import MAX_BODY_BYTES, parse_session_id, parse_set_body, response_data
+from web.schemas import (
+    MAX_BODY_BYTES,
+    attempt_data,
+    list_item_data,
+    parse_listing_query,
+    parse_session_id,
+    parse_set_body,
+    response_data,
+)
 
 
 @admin_only
@@ -21,6 +29,22 @@ async def link_generation(request: Request) -> Response:
     if request.method == "PATCH":
         return await set_link_generation(request)
     return await get_link_generation(request)
+
+
+@admin_only
+async def link_generation_attempts(request: Request) -> Response:
+    session_id = parse_session_id(request.path_params["id"])
+    records = await run_in_threadpool(request.app.state.sessions.attempts, session_id)
+    return success([attempt_data(r) for r in records])
+
+
+@admin_only
+async def list_link_generation(request: Request) -> Response:
+    status, limit, after_id = parse_listing_query(request.query_params.multi_items())
+    states, next_after_id = await run_in_threadpool(
+        request.app.state.sessions.list_link_generation, status, limit, after_id
+    )
+    return success({"items": [list_item_data(s) for s in states], "nextAfterId": next_after_id})
 
 
 async def get_link_generation(request: Request) -> Response:

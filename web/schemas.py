@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, W
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
-from jlg_pipeline.domain.models import LinkGenerationState
+from jlg_pipeline.domain.models import AttemptRecord, LinkGenerationState
+from jlg_pipeline.domain.status import LinkGenerationStatus
 from web.envelope import utc_z
 
 MAX_BODY_BYTES = 4096
@@ -37,12 +38,44 @@ class SetLinkGenerationDto(BaseModel):
     )
 
 
+Status = Literal["NOT_SCHEDULED", "SCHEDULED", "IN_PROGRESS", "COMPLETED", "FAILED"]
+
+
 class LinkGenerationResponse(BaseModel):
     id: int
     linkGenerationAt: str | None = Field(description="UTC, ending in Z; null when not scheduled")
-    linkGenerationStatus: Literal[
-        "NOT_SCHEDULED", "SCHEDULED", "IN_PROGRESS", "COMPLETED", "FAILED"
-    ]
+    linkGenerationStatus: Status
+
+
+class AttemptResponse(BaseModel):
+    """One claim of the session and how it ended; ``lagMs`` = claimedAt - the cycle's time."""
+
+    attempt: int
+    trigger: str = Field(description="event, cron, backfill, manual or direct")
+    runId: str | None = Field(description="The Dagster run that claimed, when one did")
+    claimedAt: str
+    finishedAt: str | None
+    outcome: Literal["IN_PROGRESS", "COMPLETED", "FAILED", "SUPERSEDED", "RECLAIMED"]
+    jobId: str | None
+    total: int | None
+    error: str | None
+    lagMs: int
+
+
+class SessionListItem(BaseModel):
+    id: int
+    linkGenerationAt: str | None
+    linkGenerationStatus: Status
+    attempt: int
+    lastError: str | None
+    updatedAt: str
+
+
+class SessionPage(BaseModel):
+    items: list[SessionListItem]
+    nextAfterId: int | None = Field(
+        description="Pass as afterId for the next page; null at the end"
+    )
 
 
 class ErrorBody(BaseModel):
@@ -64,6 +97,70 @@ def response_data(state: LinkGenerationState) -> dict[str, Any]:
         "linkGenerationAt": utc_z(state.link_generation_at),
         "linkGenerationStatus": state.status.value,
     }
+
+
+def attempt_data(record: AttemptRecord) -> dict[str, Any]:
+    return {
+        "attempt": record.attempt,
+        "trigger": record.trigger,
+        "runId": record.run_id,
+        "claimedAt": utc_z(record.claimed_at),
+        "finishedAt": utc_z(record.finished_at),
+        "outcome": record.outcome.value,
+        "jobId": record.job_id,
+        "total": record.total,
+        "error": record.error,
+        "lagMs": round(record.lag.total_seconds() * 1000),
+    }
+
+
+def list_item_data(state: LinkGenerationState) -> dict[str, Any]:
+    return {
+        "id": state.id,
+        "linkGenerationAt": utc_z(state.link_generation_at),
+        "linkGenerationStatus": state.status.value,
+        "attempt": state.attempt,
+        "lastError": state.last_error,
+        "updatedAt": utc_z(state.updated_at),
+    }
+
+
+LISTING_PARAMETERS = {"status", "limit", "afterId"}
+MAX_LIST_LIMIT = 500
+DEFAULT_LIST_LIMIT = 50
+
+
+def parse_listing_query(
+    query: list[tuple[str, str]],
+) -> tuple[LinkGenerationStatus | None, int, int]:
+    """``status`` (one of the five), ``limit`` (1-500, default 50), ``afterId`` (≥ 0,
+    default 0), each at most once; anything else is InvalidInput."""
+    seen: dict[str, str] = {}
+    for name, value in query:
+        if name not in LISTING_PARAMETERS:
+            raise InvalidInput(f"unknown query parameter {name[:40]!r}; use status, limit, afterId")
+        if name in seen:
+            raise InvalidInput(f"query parameter {name} given more than once")
+        seen[name] = value
+    status = None
+    if "status" in seen:
+        try:
+            status = LinkGenerationStatus(seen["status"])
+        except ValueError:
+            names = ", ".join(s.value for s in LinkGenerationStatus)
+            raise InvalidInput(f"status must be one of {names}") from None
+    limit = _whole(seen, "limit", DEFAULT_LIST_LIMIT, 1, MAX_LIST_LIMIT)
+    after_id = _whole(seen, "afterId", 0, 0, BIGINT_MAX)
+    return status, limit, after_id
+
+
+def _whole(seen: dict[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = seen.get(name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and low <= int(raw) <= high):
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}")
+    return int(raw)
 
 
 def parse_session_id(raw: str) -> int:

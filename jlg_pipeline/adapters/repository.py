@@ -531,6 +531,27 @@ class ProgramSessionRepository:
             for r in rows
         ]
 
+    def list_sessions(
+        self, status: S | None, limit: int, after_id: int
+    ) -> tuple[list[LinkGenerationState], int | None]:
+        """Sessions (not soft-deleted) with id above ``after_id``, by id, at most ``limit``,
+        only ``status`` when given; and the id to continue after (None on the last page)."""
+        limit = validation.positive_limit(limit)
+        statement = (
+            select(*self._state_columns())
+            .where(
+                ps.c.deleted_at.is_(None),
+                ps.c.id > after_id,
+                *([ps.c.link_generation_status == status.value] if status else []),
+            )
+            .order_by(ps.c.id)
+            .limit(limit + 1)
+        )
+        with translate_errors("listing sessions"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        states = [self._to_state(r) for r in rows[:limit]]
+        return states, states[-1].id if len(rows) > limit else None
+
     def count_by_status(self) -> dict[str, int]:
         """Sessions that are not soft-deleted, counted by link-generation status."""
         statement = (

@@ -11,8 +11,11 @@ from typing import Any
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import GenerationInProgress, SessionNotFound
-from jlg_pipeline.domain.models import LinkGenerationState, SetOutcome
+from jlg_pipeline.domain.models import AttemptRecord, LinkGenerationState, SetOutcome
+from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.schedule_sync import ScheduleSync
+
+ATTEMPTS_SHOWN = 50
 
 Defer = Callable[[Callable[..., Any]], None]
 """Runs the schedule change's fast path: now by default; the web app runs it after the
@@ -31,6 +34,17 @@ class ProgramSessionService:
     def count_by_status(self) -> dict[str, int]:
         """Sessions that are not soft-deleted, by link-generation status (for metrics)."""
         return self._repository.count_by_status()
+
+    def attempts(self, session_id: int) -> list[AttemptRecord]:
+        """The session's attempt history, newest first (at most 50)."""
+        self.get_link_generation(session_id)
+        return self._repository.attempts(session_id, ATTEMPTS_SHOWN)
+
+    def list_link_generation(
+        self, status: LinkGenerationStatus | None, limit: int, after_id: int
+    ) -> tuple[list[LinkGenerationState], int | None]:
+        """A page of sessions by id (see ``ProgramSessionRepository.list_sessions``)."""
+        return self._repository.list_sessions(status, limit, after_id)
 
     def get_link_generation(self, session_id: int) -> LinkGenerationState:
         state = self._repository.get_state(session_id)

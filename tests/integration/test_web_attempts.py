@@ -1,0 +1,183 @@
+"""The attempt history and the session listing over HTTP (DESIGN.md "Attempt history"): the
+pinned shapes, paging by id with and without a status filter, 400 for anything else, and the
+same auth and 404s as the other route."""
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from starlette.testclient import TestClient
+
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.errors import RegistrarRejected
+from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.tokens import mint_token
+from tests.support.factories import create_session, force_state, session_row
+from tests.support.fakes import RecordingRegistrar
+from tests.support.web import SECRET, Aws, admin_headers, client_for, settings_for
+
+S = LinkGenerationStatus
+HEADERS = admin_headers()
+MENTOR = {
+    "Authorization": f"Bearer {mint_token(SECRET, user_id=3, roles=('mentor',))}",
+    "X-Active-Role": "mentor",
+}
+
+
+@pytest.fixture
+def http(db_url: str, aws: Aws) -> Iterator[TestClient]:
+    with client_for(settings_for(db_url, aws.queue_arn), aws.scheduler) as client:
+        yield client
+
+
+def _attempts(sid: int) -> str:
+    return f"/program-session/{sid}/link-generation/attempts"
+
+
+def test_attempts_newest_first_in_the_pinned_shape(engine: Engine, http: TestClient) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-2))
+    repository = ProgramSessionRepository(engine)
+    with pytest.raises(Exception, match="422"):
+        generate_for_session(
+            sid,
+            repository=repository,
+            registrar=RecordingRegistrar(error=RegistrarRejected("bulkRegister answered 422")),
+            trigger=Trigger.EVENT,
+            run_id="run-a",
+        )
+    done = generate_for_session(
+        sid, repository=repository, registrar=RecordingRegistrar(total=25), trigger=Trigger.CRON
+    )
+    response = http.get(_attempts(sid), headers=HEADERS)
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["success"], body["error"]) == (True, None)
+    newest, first = body["data"]
+    assert set(newest) == {
+        "attempt",
+        "trigger",
+        "runId",
+        "claimedAt",
+        "finishedAt",
+        "outcome",
+        "jobId",
+        "total",
+        "error",
+        "lagMs",
+    }
+    assert (newest["attempt"], newest["trigger"], newest["runId"], newest["outcome"]) == (
+        2,
+        "cron",
+        None,
+        "COMPLETED",
+    )
+    assert (newest["jobId"], newest["total"], newest["error"]) == (done.job_id, 25, None)
+    assert newest["claimedAt"].endswith("Z")
+    assert newest["finishedAt"].endswith("Z")
+    assert 120_000 <= newest["lagMs"] < 180_000
+    assert (first["attempt"], first["runId"], first["outcome"]) == (1, "run-a", "FAILED")
+    assert "422" in first["error"]
+
+
+def test_attempts_of_a_session_never_attempted_are_empty(engine: Engine, http: TestClient) -> None:
+    response = http.get(_attempts(create_session(engine)), headers=HEADERS)
+    assert (response.status_code, response.json()["data"]) == (200, [])
+
+
+def test_attempts_answer_like_the_other_route(engine: Engine, http: TestClient) -> None:
+    sid = create_session(engine)
+    deleted = create_session(engine)
+    force_state(engine, deleted, S.SCHEDULED, deleted=True)
+    assert http.get(_attempts(999_999), headers=HEADERS).status_code == 404
+    assert http.get(_attempts(deleted), headers=HEADERS).status_code == 404
+    assert http.get(_attempts(sid)).status_code == 401
+    assert http.get(_attempts(sid), headers=MENTOR).status_code == 403
+    assert (
+        http.get("/program-session/abc/link-generation/attempts", headers=HEADERS).status_code
+        == 400
+    )
+
+
+def _page(http: TestClient, **query: Any) -> Any:
+    response = http.get("/program-session/link-generation", headers=HEADERS, params=query)
+    assert response.status_code == 200, response.text
+    return response.json()["data"]
+
+
+def test_the_listing_pages_through_by_id(engine: Engine, http: TestClient) -> None:
+    ids = [create_session(engine) for _ in range(5)]
+    for sid in ids[::2]:
+        force_state(engine, sid, S.FAILED)
+    deleted = create_session(engine)
+    force_state(engine, deleted, S.FAILED, deleted=True)
+
+    first = _page(http, limit=2)
+    assert [i["id"] for i in first["items"]] == ids[:2]
+    assert first["nextAfterId"] == ids[1]
+    second = _page(http, limit=2, afterId=ids[1])
+    assert [i["id"] for i in second["items"]] == ids[2:4]
+    last = _page(http, limit=2, afterId=ids[3])
+    assert [i["id"] for i in last["items"]] == [ids[4]]
+    assert last["nextAfterId"] is None
+
+    failed = _page(http, status="FAILED", limit=2)
+    assert [i["id"] for i in failed["items"]] == [ids[0], ids[2]]
+    rest = _page(http, status="FAILED", limit=2, afterId=failed["nextAfterId"])
+    assert [i["id"] for i in rest["items"]] == [ids[4]]
+    assert rest["nextAfterId"] is None
+
+    [item] = _page(http, afterId=ids[3], limit=1)["items"]
+    row = session_row(engine, ids[4])
+    assert set(item) == {
+        "id",
+        "linkGenerationAt",
+        "linkGenerationStatus",
+        "attempt",
+        "lastError",
+        "updatedAt",
+    }
+    assert (item["linkGenerationStatus"], item["attempt"], item["lastError"]) == (
+        "FAILED",
+        row["link_generation_attempt"],
+        None,
+    )
+    assert item["linkGenerationAt"].endswith("Z")
+    assert item["updatedAt"].endswith("Z")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"limit": "0"},
+        {"limit": "501"},
+        {"limit": "ten"},
+        {"limit": "1.5"},
+        {"afterId": "-1"},
+        {"afterId": "x"},
+        {"status": "DONE"},
+        {"status": "failed"},
+        {"sort": "id"},
+        {"limit": ["5", "6"]},
+    ],
+)
+def test_bad_listing_parameters_are_400(http: TestClient, query: dict[str, Any]) -> None:
+    response = http.get("/program-session/link-generation", headers=HEADERS, params=query)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+
+def test_the_listing_needs_an_admin(http: TestClient) -> None:
+    assert http.get("/program-session/link-generation").status_code == 401
+    assert http.get("/program-session/link-generation", headers=MENTOR).status_code == 403
+
+
+def test_both_routes_are_in_the_openapi_document(http: TestClient) -> None:
+    paths = http.get("/openapi.json").json()["paths"]
+    assert "get" in paths["/program-session/{id}/link-generation/attempts"]
+    listing = paths["/program-session/link-generation"]["get"]
+    assert {p["name"] for p in listing["parameters"]} >= {"status", "limit", "afterId"}
