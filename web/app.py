@@ -7,6 +7,7 @@ AWS client are made in the lifespan and disposed after.
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -15,7 +16,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
 from jlg_pipeline import bootstrap
-from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
@@ -55,11 +56,12 @@ def create_app(
         )
         app.state.engine = engine
         app.state.sessions = sessions
-        metrics.watch_sessions(sessions.count_by_status)
-        metrics.watch_schedule_sync(ScheduleOutbox(engine).backlog)
+        figures = metrics.watch_database(partial(read_metrics_snapshot, engine))
+        app.state.figures = figures
         try:
             yield
         finally:
+            figures.stop()
             engine.dispose()
 
     auth = [Middleware(AuthenticationMiddleware, backend=backend, on_error=on_auth_error)]

@@ -1,16 +1,30 @@
-"""Prometheus metrics: requests by route and status, latency, and sessions by status
-(so a growing FAILED count can alert; TRD OQ-JLG-103). One registry per app."""
+"""Prometheus metrics: requests by route and status, latency, and the database's figures
+(sessions by status, overdue sessions, attempts and their lateness, the schedule backlog),
+read in the background. One registry per app."""
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jlg_pipeline.adapters.metrics_snapshot import LAG_BUCKETS_S, MetricsSnapshot
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.log import log_event
+
+logger = logging.getLogger(__name__)
+REFRESH_S = 15.0
+"""How old the database's figures on /metrics may be (DESIGN.md: at most 15 s)."""
 
 # A label takes only these values: a method as sent would let any client mint new series.
 STANDARD_METHODS = frozenset(
@@ -18,42 +32,81 @@ STANDARD_METHODS = frozenset(
 )
 
 
-class SessionStatusCollector(Collector):
-    """Reads the counts at scrape time, so the gauge is never stale."""
+class DatabaseCollector(Collector):
+    """The database's figures, read by a background thread every ``refresh_s`` seconds;
+    a scrape renders the last reading, so its cost does not grow with the tables. A failed
+    reading keeps the previous one (and is logged)."""
 
-    def __init__(self, count_by_status: Callable[[], dict[str, int]]) -> None:
-        self._count = count_by_status
+    def __init__(self, read: Callable[[], MetricsSnapshot], refresh_s: float) -> None:
+        self._read = read
+        self._refresh_s = refresh_s
+        self._snapshot = MetricsSnapshot()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
+    def refresh(self) -> None:
+        try:
+            self._snapshot = self._read()
+        except Exception as exc:  # noqa: BLE001 - keep serving the last reading
+            log_event(logger, logging.WARNING, "metrics.refresh_failed", error=type(exc).__name__)
+
+    def start(self) -> None:
+        self.refresh()
+        self._thread = threading.Thread(target=self._loop, name="metrics-refresh", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._refresh_s):
+            self.refresh()
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self._snapshot
+        sessions = GaugeMetricFamily(
             "jlg_program_sessions",
             "Program sessions (not soft-deleted) by link-generation status",
             labels=["status"],
         )
-        counts = self._count()
         for status in LinkGenerationStatus:
-            family.add_metric([status.value], counts.get(status.value, 0))
-        yield family
-
-
-class ScheduleSyncCollector(Collector):
-    """The schedule outbox's backlog at scrape time: changes EventBridge has not heard of yet.
-    The outbox holds only pending rows, so this reads a small table."""
-
-    def __init__(self, backlog: Callable[[], tuple[int, float]]) -> None:
-        self._backlog = backlog
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        pending, oldest = self._backlog()
+            sessions.add_metric([status.value], snapshot.by_status.get(status.value, 0))
+        yield sessions
+        yield GaugeMetricFamily(
+            "jlg_overdue_sessions",
+            "Sessions SCHEDULED, FAILED or IN_PROGRESS whose time passed more than 5 minutes "
+            "ago: alert on this",
+            value=snapshot.overdue,
+        )
+        attempts = CounterMetricFamily(
+            "jlg_generation_attempts",
+            "Generation attempts (claims) by trigger and outcome",
+            labels=["trigger", "outcome"],
+        )
+        for (trigger, outcome), count in sorted(snapshot.attempts.items()):
+            attempts.add_metric([trigger, outcome], count)
+        yield attempts
+        lag = HistogramMetricFamily(
+            "jlg_generation_lag_seconds",
+            "How late each closed attempt was claimed after its session's time",
+        )
+        buckets = [
+            (str(bound), count)
+            for bound, count in zip(LAG_BUCKETS_S, snapshot.lag_buckets, strict=False)
+        ]
+        lag.add_metric([], [*buckets, ("+Inf", snapshot.lag_count)], snapshot.lag_sum)
+        yield lag
         yield GaugeMetricFamily(
             "jlg_schedule_sync_pending",
             "Schedule changes written but not yet applied to EventBridge (or turned direct)",
-            value=pending,
+            value=snapshot.sync_pending,
         )
         yield GaugeMetricFamily(
             "jlg_schedule_sync_oldest_pending_seconds",
             "Age of the oldest pending schedule change; alert as it nears a fire time",
-            value=oldest,
+            value=snapshot.sync_oldest_seconds,
         )
 
 
@@ -73,11 +126,15 @@ class Metrics:
             registry=self.registry,
         )
 
-    def watch_sessions(self, count_by_status: Callable[[], dict[str, int]]) -> None:
-        self.registry.register(SessionStatusCollector(count_by_status))
-
-    def watch_schedule_sync(self, backlog: Callable[[], tuple[int, float]]) -> None:
-        self.registry.register(ScheduleSyncCollector(backlog))
+    def watch_database(
+        self, read: Callable[[], MetricsSnapshot], refresh_s: float = REFRESH_S
+    ) -> DatabaseCollector:
+        """Register the database's figures, read every ``refresh_s`` seconds; started here,
+        stopped by the caller (the app's lifespan)."""
+        collector = DatabaseCollector(read, refresh_s)
+        self.registry.register(collector)
+        collector.start()
+        return collector
 
 
 class MetricsMiddleware:

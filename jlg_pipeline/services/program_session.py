@@ -31,10 +31,6 @@ class ProgramSessionService:
         self._repository = repository
         self._sync = sync
 
-    def count_by_status(self) -> dict[str, int]:
-        """Sessions that are not soft-deleted, by link-generation status (for metrics)."""
-        return self._repository.count_by_status()
-
     def attempts(self, session_id: int) -> list[AttemptRecord]:
         """The session's attempt history, newest first (at most 50)."""
         self.get_link_generation(session_id)

@@ -302,6 +302,7 @@ def test_metrics_show_the_backlog_and_its_age(engine: Engine, db_url: str, aws: 
         assert "jlg_schedule_sync_oldest_pending_seconds 0.0" in text
         http.patch(_path(sid), headers=HEADERS, json={"linkGenerationAt": _later().isoformat()})
         time.sleep(0.2)
+        http.app.state.figures.refresh()  # type: ignore[attr-defined]
         lines = dict(
             line.split(" ")
             for line in http.get("/metrics").text.splitlines()

@@ -181,3 +181,50 @@ def test_both_routes_are_in_the_openapi_document(http: TestClient) -> None:
     assert "get" in paths["/program-session/{id}/link-generation/attempts"]
     listing = paths["/program-session/link-generation"]["get"]
     assert {p["name"] for p in listing["parameters"]} >= {"status", "limit", "afterId"}
+
+
+def _scrape(http: TestClient) -> dict[str, float]:
+    http.app.state.figures.refresh()  # type: ignore[attr-defined]
+    values = {}
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith("jlg_") and " " in line:
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def test_metrics_count_attempts_lateness_and_overdue_sessions(
+    engine: Engine, http: TestClient
+) -> None:
+    repository = ProgramSessionRepository(engine)
+    late = create_session(engine)
+    force_state(engine, late, S.SCHEDULED, at_offset=timedelta(minutes=-10))
+    generate_for_session(
+        late, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.CRON
+    )
+    overdue = create_session(engine)
+    force_state(engine, overdue, S.SCHEDULED, at_offset=timedelta(minutes=-6))
+    recent = create_session(engine)
+    force_state(engine, recent, S.FAILED, at_offset=timedelta(minutes=-1))
+    future = create_session(engine)
+    force_state(engine, future, S.SCHEDULED, at_offset=timedelta(hours=1))
+
+    values = _scrape(http)
+
+    assert values["jlg_overdue_sessions"] == 1.0
+    assert values['jlg_generation_attempts_total{outcome="COMPLETED",trigger="cron"}'] == 1.0
+    assert values["jlg_generation_lag_seconds_count"] == 1.0
+    assert 600 <= values["jlg_generation_lag_seconds_sum"] < 660
+    assert values['jlg_generation_lag_seconds_bucket{le="300.0"}'] == 0.0
+    assert values['jlg_generation_lag_seconds_bucket{le="1800.0"}'] == 1.0
+    assert values['jlg_program_sessions{status="COMPLETED"}'] == 1.0
+
+
+def test_a_scrape_serves_the_last_reading_without_querying(
+    engine: Engine, http: TestClient
+) -> None:
+    before = _scrape(http)
+    force_state(engine, create_session(engine), S.SCHEDULED, at_offset=timedelta(hours=-1))
+    assert http.get("/metrics").text.count("jlg_overdue_sessions 0.0") == 1
+    assert before["jlg_overdue_sessions"] == 0.0
+    assert _scrape(http)["jlg_overdue_sessions"] == 1.0

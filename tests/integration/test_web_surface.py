@@ -106,6 +106,7 @@ def test_metrics_count_requests_and_sessions_by_status(engine: Engine, http: Tes
         json={"linkGenerationAt": (datetime.now(UTC) + timedelta(days=1)).isoformat()},
     )
     http.get("/program-session/1/link-generation")
+    http.app.state.figures.refresh()  # type: ignore[attr-defined]
     text = http.get("/metrics").text
     assert 'jlg_program_sessions{status="FAILED"} 2.0' in text
     assert 'jlg_program_sessions{status="SCHEDULED"} 1.0' in text
