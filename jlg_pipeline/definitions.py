@@ -17,6 +17,10 @@ from jlg_pipeline.orchestration.jobs import (
     join_link_backfill_job,
     join_link_fallback_sweep_job,
 )
+from jlg_pipeline.orchestration.prune import (
+    join_link_dagster_prune_job,
+    join_link_dagster_prune_schedule,
+)
 from jlg_pipeline.orchestration.resources import (
     DatabaseResource,
     SqsQueueResource,
@@ -84,12 +88,13 @@ def build_definitions(environ: Mapping[str, str]) -> Definitions:
             join_link_fallback_sweep_job,
             join_link_backfill_job,
             join_link_schedule_sync_job,
+            join_link_dagster_prune_job,
         ],
         sensors=[
             build_sqs_sensor(generation_job.name, sqs_sensor_interval_s(environ)),
             build_schedule_sync_sensor(generation_job),
         ],
-        schedules=[join_link_fallback_schedule],
+        schedules=[join_link_fallback_schedule, join_link_dagster_prune_schedule],
         resources=build_resources(environ),
     )
 

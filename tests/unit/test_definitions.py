@@ -28,8 +28,11 @@ def test_every_job_sensor_and_schedule_resolves(environ: dict[str, str]) -> None
         "join_link_fallback_sweep_job",
         "join_link_backfill_job",
         "join_link_schedule_sync_job",
+        "join_link_dagster_prune_job",
     ):
         assert defs.resolve_job_def(job).name == job
+    prune = defs.resolve_schedule_def("join_link_dagster_prune_schedule")
+    assert (prune.job_name, prune.execution_timezone) == ("join_link_dagster_prune_job", "UTC")
     assert defs.resolve_sensor_def("join_link_sqs_sensor").job_name == "join_link_generation_job"
     sync_sensor = defs.resolve_sensor_def("join_link_schedule_sync_sensor")
     assert {j.name for j in sync_sensor.jobs} == {

@@ -1,0 +1,113 @@
+"""``join_link_dagster_prune_job``: keeps Dagster's own storage small. One run per message
+means run and event-log rows grow without bound, and dagster-postgres keeps them forever.
+The attempt history (our own table) is the record of what happened, so old runs carry
+nothing we need: every day, runs that finished more than ``olderThanDays`` ago are deleted
+with their event logs, through the instance API, in bounded batches. Queued and in-progress
+runs are never touched. Deleting is safe: duplicates are stopped by the claim, not by run
+keys, so a message redelivered after its run is gone generates nothing twice."""
+
+import os
+from datetime import UTC, datetime, timedelta
+
+from dagster import (
+    Config,
+    DagsterRunStatus,
+    DefaultScheduleStatus,
+    OpExecutionContext,
+    Output,
+    RunRequest,
+    RunsFilter,
+    ScheduleEvaluationContext,
+    in_process_executor,
+    job,
+    op,
+    schedule,
+)
+
+from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.orchestration.tags import TRIGGER_TAG
+
+PRUNE_JOB = "join_link_dagster_prune_job"
+DEFAULT_RETENTION_DAYS = 30
+FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+
+
+class PruneConfig(Config):
+    olderThanDays: float = DEFAULT_RETENTION_DAYS
+    batchSize: int = 200
+    """Runs looked up and deleted per batch."""
+    maxRuns: int = 20_000
+    """At most this many per run; the next day's run takes the rest."""
+
+
+def retention_days(environ: dict[str, str] | None = None) -> float:
+    """JLG_DAGSTER_RETENTION_DAYS (default 30), read when the schedule ticks."""
+    raw = (
+        (environ if environ is not None else os.environ).get("JLG_DAGSTER_RETENTION_DAYS") or ""
+    ).strip()
+    if not raw:
+        return DEFAULT_RETENTION_DAYS
+    try:
+        days = float(raw)
+    except ValueError:
+        raise ConfigError(
+            f"JLG_DAGSTER_RETENTION_DAYS must be a number of days, got {raw!r}"
+        ) from None
+    if not 1 <= days < 100_000:
+        raise ConfigError(f"JLG_DAGSTER_RETENTION_DAYS must be at least 1, got {raw!r}")
+    return days
+
+
+@op(name="prune_dagster_runs")
+def prune_dagster_runs(context: OpExecutionContext, config: PruneConfig) -> Output[None]:
+    """Deletes finished runs last updated before the cutoff, oldest first."""
+    if config.olderThanDays < 0 or config.batchSize < 1 or config.maxRuns < 1:
+        raise ConfigError("olderThanDays must be ≥ 0, batchSize and maxRuns ≥ 1")
+    cutoff = datetime.now(UTC) - timedelta(days=config.olderThanDays)
+    instance = context.instance
+    deleted = 0
+    while deleted < config.maxRuns:
+        records = instance.get_run_records(
+            filters=RunsFilter(statuses=FINISHED, updated_before=cutoff),
+            limit=min(config.batchSize, config.maxRuns - deleted),
+            order_by="update_timestamp",
+            ascending=True,
+        )
+        if not records:
+            break
+        for record in records:
+            instance.delete_run(record.dagster_run.run_id)
+        deleted += len(records)
+        context.log.info(f"deleted {deleted} run(s) so far")
+    left = len(
+        instance.get_run_ids(filters=RunsFilter(statuses=FINISHED, updated_before=cutoff), limit=1)
+    )
+    return Output(
+        None,
+        metadata={"deleted": deleted, "cutoff": cutoff.isoformat(), "more_left": bool(left)},
+    )
+
+
+@job(
+    name=PRUNE_JOB,
+    executor_def=in_process_executor,
+    description="Delete finished Dagster runs (and their event logs) older than the retention.",
+    tags={TRIGGER_TAG: "manual"},
+)
+def join_link_dagster_prune_job() -> None:
+    prune_dagster_runs()
+
+
+@schedule(
+    name="join_link_dagster_prune_schedule",
+    job=join_link_dagster_prune_job,
+    cron_schedule="30 3 * * *",
+    execution_timezone="UTC",
+    default_status=DefaultScheduleStatus.RUNNING,
+    description="Daily: delete finished runs older than JLG_DAGSTER_RETENTION_DAYS (30).",
+)
+def join_link_dagster_prune_schedule(context: ScheduleEvaluationContext) -> RunRequest:
+    return RunRequest(
+        run_config={"ops": {"prune_dagster_runs": {"config": {"olderThanDays": retention_days()}}}},
+        tags={TRIGGER_TAG: "cron"},
+    )
