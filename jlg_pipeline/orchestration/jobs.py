@@ -86,6 +86,8 @@ def _outcome_metadata(outcome: GenerationOutcome) -> dict[str, str | int | float
         "cycle": None if outcome.cycle is None else outcome.cycle.isoformat(),
         "lag_seconds": outcome.lag_seconds,
         "reason": outcome.reason,
+        # The session's whole history (this attempt included, with its run id).
+        "attempt_history": f"GET /program-session/{outcome.session_id}/link-generation/attempts",
     }
 
 
