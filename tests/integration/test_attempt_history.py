@@ -12,7 +12,7 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import GenerationFailed, RegistrarRejected
-from jlg_pipeline.domain.models import AttemptOutcome, Trigger
+from jlg_pipeline.domain.models import AttemptOutcome, Claim, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from tests.support.factories import create_session, force_state, session_row
@@ -68,15 +68,21 @@ def test_a_failure_then_a_success_leave_two_records_newest_first(
     assert _open(engine, sid) == 0
 
 
-def test_a_stale_reclaim_closes_the_abandoned_attempt(engine: Engine) -> None:
+def _reclaimed(engine: Engine) -> tuple[ProgramSessionRepository, int, Claim, Claim]:
+    """A session whose first attempt went stale and was reclaimed by a second."""
     repository = ProgramSessionRepository(engine, TimingWindows(stale_ms=1000))
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
-    crashed = repository.claim(sid, Trigger.EVENT, "run-crashed")
-    assert crashed is not None
+    first = repository.claim(sid, Trigger.EVENT, "run-first")
+    assert first is not None
     force_state(engine, sid, S.IN_PROGRESS, updated_offset=timedelta(seconds=-5), attempt=1)
     successor = repository.claim(sid, Trigger.CRON, "run-sweep")
     assert successor is not None
+    return repository, sid, first, successor
+
+
+def test_a_stale_reclaim_closes_the_abandoned_attempt(engine: Engine) -> None:
+    repository, sid, _, _ = _reclaimed(engine)
     newest, abandoned = repository.attempts(sid)
     assert (abandoned.attempt, abandoned.outcome) == (1, AttemptOutcome.RECLAIMED)
     assert abandoned.finished_at is not None
@@ -87,14 +93,7 @@ def test_a_stale_reclaim_closes_the_abandoned_attempt(engine: Engine) -> None:
 def test_a_fenced_zombie_closes_its_own_record_superseded_and_nothing_else(
     engine: Engine,
 ) -> None:
-    repository = ProgramSessionRepository(engine, TimingWindows(stale_ms=1000))
-    sid = create_session(engine)
-    force_state(engine, sid, S.SCHEDULED)
-    zombie = repository.claim(sid, Trigger.EVENT, "run-zombie")
-    assert zombie is not None
-    force_state(engine, sid, S.IN_PROGRESS, updated_offset=timedelta(seconds=-5), attempt=1)
-    successor = repository.claim(sid, Trigger.CRON, "run-sweep")
-    assert successor is not None
+    repository, sid, zombie, successor = _reclaimed(engine)
     assert repository.mark_completed(successor, "job-new", 10)
     before = session_row(engine, sid)
     assert not repository.mark_completed(zombie, "job-old", 9)
