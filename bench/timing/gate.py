@@ -1,6 +1,6 @@
 """Gate benchmark: claims/s through the repository vs raw psycopg running the same statement
-(the conditional UPDATE, closing a reclaimed attempt and opening this one's record) on the
-same pool; then 8 processes contending for one session, many rounds.
+(the conditional UPDATE, closing a reclaimed attempt and opening this one's record, as one
+statement) on the same pool; then 8 processes contending for one session, many rounds.
 
     .venv/bin/python -m bench.timing.gate [--sessions 5000] [--rounds 1000]
 """
@@ -15,31 +15,6 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Trigger
 
-RAW_CLAIM = """
-WITH claimed AS (
-  UPDATE hdb_program_session
-     SET link_generation_status = 'IN_PROGRESS',
-         link_generation_attempt = link_generation_attempt + 1,
-         updated_at = now()
-   WHERE id = %(id)s AND deleted_at IS NULL
-     AND link_generation_at IS NOT NULL AND link_generation_at <= now() + interval '60 seconds'
-     AND (link_generation_status IN ('SCHEDULED', 'FAILED')
-          OR (link_generation_status = 'IN_PROGRESS'
-              AND updated_at < now() - interval '30 minutes'))
-  RETURNING id, program_id, link_generation_attempt, link_generation_at, now() AS claimed_at),
-reclaimed AS (
-  UPDATE jlg_generation_attempt SET outcome = 'RECLAIMED', finished_at = now()
-    FROM claimed
-   WHERE jlg_generation_attempt.program_session_id = claimed.id
-     AND jlg_generation_attempt.outcome = 'IN_PROGRESS'),
-opened AS (
-  INSERT INTO jlg_generation_attempt
-         (program_session_id, attempt, trigger, run_id, link_generation_at, claimed_at)
-  SELECT id, link_generation_attempt, 'cron', NULL, link_generation_at, claimed_at
-    FROM claimed)
-SELECT id, program_id, link_generation_attempt, link_generation_at, claimed_at FROM claimed
-"""
-
 
 def repository_claims(engine: Engine, count: int) -> float:
     repository = ProgramSessionRepository(engine)
@@ -52,13 +27,19 @@ def repository_claims(engine: Engine, count: int) -> float:
 
 
 def raw_claims(engine: Engine, count: int) -> float:
+    """The repository's own SQL text (the claim, the reclaimed attempt closed, this attempt's
+    record opened: one statement), sent by psycopg directly: what SQLAlchemy adds is the
+    difference."""
+    statement, fixed = ProgramSessionRepository(engine).claim_sql
+    parameters = {**fixed, "trigger": "cron", "run_id": None}
+
     def run() -> None:
         for sid in range(1, count + 1):
             raw = engine.raw_connection()
             try:
                 driver: Any = raw.driver_connection
                 with driver.cursor() as cursor:
-                    cursor.execute(RAW_CLAIM, {"id": sid})
+                    cursor.execute(statement, {**parameters, "session_id": sid})
                     assert cursor.fetchone() is not None
                 raw.commit()
             finally:

@@ -89,6 +89,8 @@ def main() -> None:
             result = join_link_dagster_prune_job.execute_in_process(instance=instance)
             took = time.perf_counter() - started
             assert result.success
+            [output] = [e for e in result.all_node_events if e.event_type_value == "STEP_OUTPUT"]
+            deleted = int(output.event_specific_data.metadata["deleted"].value)  # type: ignore[union-attr, arg-type]
             after = storage(dagster_url)
             with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 conn.execute(text("VACUUM FULL"))
@@ -100,8 +102,8 @@ def main() -> None:
     ]
     table(
         f"Prune: {args.runs:,} runs 40 days old + {args.recent} recent, {args.events} events "
-        f"each; deleted {before['run rows'] - after['run rows']:,} runs in {took:.1f} s "
-        f"({(before['run rows'] - after['run rows']) / took:,.0f} runs/s) ({machine()})",
+        f"each; deleted {deleted:,} runs in {took:.1f} s ({deleted / took:,.0f} runs/s) "
+        f"({machine()})",
         rows,
         ("what", "before", "after prune", "after VACUUM FULL"),
     )

@@ -154,6 +154,11 @@ class ProgramSessionRepository:
             .returning(ps.c.id)
         )
 
+    @property
+    def claim_sql(self) -> tuple[str, dict[str, Any]]:
+        """The claim's SQL text and its fixed parameters (the gate benchmark sends it raw)."""
+        return self._claim_sql, dict(self._claim_params)
+
     # Predicates, all on the database clock.
     def _stale(self) -> ColumnElement[bool]:
         return and_(
