@@ -320,6 +320,8 @@ jlg-pipeline is running (Ctrl-C stops everything)
       -H "Authorization: Bearer {token}" -H "X-Active-Role: admin" \\
       -H "Content-Type: application/json" \\
       -d "{{\\"linkGenerationAt\\": \\"$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)\\"}}"
+    (under 2 minutes away it is launched directly, trigger direct; with '+3 minutes' it
+    goes through EventBridge Scheduler, the delivery stand-in and the SQS sensor)
 
   more tokens: .venv/bin/jlg token [--user-id 2] [--roles mentor]   (a mentor token with
     X-Active-Role: mentor shows the 403s; jlg token reads this stack's secret by itself)
