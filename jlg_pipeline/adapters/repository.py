@@ -556,13 +556,3 @@ class ProgramSessionRepository:
             rows = conn.execute(statement).all()
         states = [self._to_state(r) for r in rows[:limit]]
         return states, states[-1].id if len(rows) > limit else None
-
-    def count_by_status(self) -> dict[str, int]:
-        """Sessions that are not soft-deleted, counted by link-generation status."""
-        statement = (
-            select(ps.c.link_generation_status, func.count())
-            .where(ps.c.deleted_at.is_(None))
-            .group_by(ps.c.link_generation_status)
-        )
-        with translate_errors("counting sessions by status"), self._engine.connect() as conn:
-            return {status: int(count) for status, count in conn.execute(statement).all()}
