@@ -104,6 +104,7 @@ class ScheduleSync:
         try:
             result = self._call(action, change)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the change pending
+            error = _safe_error(exc)
             if action is ChangeAction.DIRECT:
                 # The old schedule is harmless: its event finds the session not yet due, or
                 # already generated, and is skipped by the claim. It deletes itself after.
@@ -113,11 +114,11 @@ class ScheduleSync:
                     logging.WARNING,
                     "schedule_sync.stale_schedule_left",
                     session_id=change.session_id,
-                    error=_safe_error(exc),
+                    error=error,
                 )
             else:
                 retry_at = change.next_try_at()
-                held.postpone(_safe_error(exc), retry_at)
+                held.postpone(error, retry_at)
                 log_event(
                     logger,
                     logging.WARNING,
@@ -127,7 +128,7 @@ class ScheduleSync:
                     operation=action.value,
                     tries=change.tries + 1,
                     next_try_at=retry_at.isoformat(),
-                    error=_safe_error(exc),
+                    error=error,
                 )
                 return SyncAction.FAILED
         if result is SyncAction.DIRECT:
