@@ -160,34 +160,33 @@ def main() -> None:
                 ("bench.timing.bare_app:create_bare_app", {}),
             ]
             started = [serve(factory, env, args.workers) for factory, _ in servers]
-            rows: list[tuple[str, int, list[float], int]] = [
-                (factory, rate, [], 0) for rate in rates for factory, _ in servers
-            ]
+            # (server, rate) -> every latency of its rounds, and its errors.
+            latencies: dict[tuple[str, int], list[float]] = {}
+            errors: dict[tuple[str, int], int] = {}
             try:
                 for (_, headers), (_, base) in zip(servers, started, strict=True):
                     asyncio.run(load(base, 10, 2, headers))  # warm up
                 for rate in rates:
                     for _ in range(args.rounds):
                         for (factory, headers), (_, base) in zip(servers, started, strict=True):
-                            latencies, errors = asyncio.run(load(base, rate, args.seconds, headers))
-                            i = next(n for n, r in enumerate(rows) if r[:2] == (factory, rate))
-                            rows[i] = (factory, rate, rows[i][2] + latencies, rows[i][3] + errors)
+                            taken, failed = asyncio.run(load(base, rate, args.seconds, headers))
+                            latencies.setdefault((factory, rate), []).extend(taken)
+                            errors[factory, rate] = errors.get((factory, rate), 0) + failed
             finally:
                 for process, _ in started:
                     process.terminate()
                     process.wait(timeout=10)
     report: list[tuple[str, ...]] = []
     for rate in rates:
-        real = next(r for r in rows if r[1] == rate and r[0].startswith("web"))
-        bare = next(r for r in rows if r[1] == rate and r[0].startswith("bench"))
-        rp99, bp99 = percentile(real[2], 0.99), percentile(bare[2], 0.99)
+        real, bare = ((factory, rate) for factory, _ in servers)
+        rp99, bp99 = percentile(latencies[real], 0.99), percentile(latencies[bare], 0.99)
         report.append(
             (
                 str(rate),
-                f"{statistics.median(real[2]) * 1000:.1f} / {rp99 * 1000:.1f}",
-                f"{statistics.median(bare[2]) * 1000:.1f} / {bp99 * 1000:.1f}",
+                f"{statistics.median(latencies[real]) * 1000:.1f} / {rp99 * 1000:.1f}",
+                f"{statistics.median(latencies[bare]) * 1000:.1f} / {bp99 * 1000:.1f}",
                 f"{rp99 / bp99:.2f}x",
-                f"{real[3]} / {bare[3]}",
+                f"{errors[real]} / {errors[bare]}",
             )
         )
     table(
