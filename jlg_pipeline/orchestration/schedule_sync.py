@@ -4,6 +4,8 @@ a try, and launches the direct generation runs of near times once they are due (
 "Schedule sync"). The sensor's check is two probes of one small index; when nothing is due
 it asks for nothing."""
 
+from dataclasses import asdict
+
 from dagster import (
     Config,
     DagsterInstance,
@@ -87,17 +89,8 @@ class SyncConfig(Config):
 def sync_schedules(config: SyncConfig, schedule_sync: ResourceParam[ScheduleSync]) -> Output[None]:
     """Applies every pending change (the most overdue first, at most batchLimit). A change
     that fails again stays pending with its error and its next try; the run still succeeds."""
-    report = schedule_sync.sync(config.batchLimit)
-    return Output(
-        None,
-        metadata={
-            "applied": report.applied,
-            "failed": report.failed,
-            "direct": report.direct,
-            "left": report.left,
-            "dropped": report.dropped,
-        },
-    )
+    # applied, failed, direct, left, dropped
+    return Output(None, metadata=asdict(schedule_sync.sync(config.batchLimit)))
 
 
 @job(
