@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    CTE,
     ColumnElement,
     Engine,
     Integer,
@@ -55,8 +56,19 @@ def _ms(value: int) -> ColumnElement[timedelta]:
     return literal(timedelta(milliseconds=value), Interval())
 
 
-def _open_attempt() -> ColumnElement[bool]:
-    return attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value
+def _close_open_attempt(changed: CTE, name: str) -> CTE:
+    """A CTE closing, as RECLAIMED, the open attempt of the session ``changed`` (an UPDATE …
+    RETURNING id of that session) took over: a stale reclaim, or a PATCH over a stale run."""
+    closed: CTE = (
+        update(attempts)
+        .where(
+            attempts.c.program_session_id == changed.c.id,
+            attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value,
+        )
+        .values(outcome=AttemptOutcome.RECLAIMED.value, finished_at=func.now())
+        .cte(name)
+    )
+    return closed
 
 
 def _due_session(row: Any) -> DueSession:
@@ -99,12 +111,7 @@ class ProgramSessionRepository:
         )
         # The same statement closes an abandoned attempt (a stale reclaim) and opens this
         # one: the history and the row change together or not at all.
-        reclaimed = (
-            update(attempts)
-            .where(attempts.c.program_session_id == claimed.c.id, _open_attempt())
-            .values(outcome=AttemptOutcome.RECLAIMED.value, finished_at=func.now())
-            .cte("reclaimed")
-        )
+        reclaimed = _close_open_attempt(claimed, "reclaimed")
         opened = (
             insert(attempts)
             .from_select(
@@ -253,12 +260,7 @@ class ProgramSessionRepository:
             .cte("after")
         )
         # Re-arming or clearing over a stale attempt takes it over: its record closes.
-        taken_over = (
-            update(attempts)
-            .where(attempts.c.program_session_id == after.c.id, _open_attempt())
-            .values(outcome=AttemptOutcome.RECLAIMED.value, finished_at=func.now())
-            .cte("taken_over")
-        )
+        taken_over = _close_open_attempt(after, "taken_over")
         joined = before.outerjoin(after, true())
         version: list[ColumnElement[Any]] = []
         if record_schedule_change:
