@@ -18,7 +18,7 @@ def build_engine(settings: Settings) -> Engine:
 
 def build_scheduler(settings: Settings) -> Scheduler | None:
     """The EventBridge Scheduler adapter, or None when the real-time path is off or its ARNs
-    are missing (the service then logs why it skips)."""
+    are missing (schedule sync then records nothing)."""
     if not (settings.scheduler_enabled and settings.scheduler_target):
         return None
     # Imported here: boto3 loads only when a client is made.
