@@ -2,11 +2,13 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from jlg_pipeline.domain.errors import ConfigError, DatabaseUnavailable
 
@@ -27,29 +29,57 @@ def normalize_url(url: str) -> str:
     return parsed.set(drivername=APP_DRIVER).render_as_string(hide_password=False)
 
 
-def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5) -> Engine:
+DEFAULT_POOL_TIMEOUT_S = 30.0
+
+
+def create_engine(
+    url: str,
+    *,
+    pool_size: int = 5,
+    max_overflow: int = 5,
+    pool_timeout_s: float = DEFAULT_POOL_TIMEOUT_S,
+) -> Engine:
     """An engine that checks connections before use, so a restarted PostgreSQL costs one
-    failed statement at most rather than a pool full of dead connections."""
-    return sqlalchemy.create_engine(
+    failed statement at most rather than a pool full of dead connections. Waiting longer
+    than ``pool_timeout_s`` for a pooled connection is DatabaseUnavailable (a 503)."""
+    engine = sqlalchemy.create_engine(
         normalize_url(url),
         pool_pre_ping=True,
         pool_size=pool_size,
         max_overflow=max_overflow,
+        pool_timeout=pool_timeout_s,
         connect_args={
             "connect_timeout": 10,
             "application_name": "jlg-pipeline",
-            # Times come back in UTC whatever the server's timezone: a far-future time in a
-            # zone ahead of UTC would otherwise lie past year 9999 and fail to load.
             "options": "-c timezone=UTC",
         },
     )
+    event.listen(engine, "connect", _session_in_utc)
+    return engine
+
+
+def _session_in_utc(dbapi_connection: Any, _record: Any) -> None:
+    """Times come back in UTC whatever the server's or the client's time zone: a far-future
+    time in a zone ahead of UTC would lie past year 9999 and fail to load. libpq sends the
+    client's ``PGTZ`` as a startup parameter, which wins over ``options``, so the session's
+    zone is set once more on every new connection, committed so no rollback undoes it."""
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    try:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET TIME ZONE 'UTC'")
+    finally:
+        dbapi_connection.autocommit = autocommit
 
 
 @contextmanager
 def translate_errors(action: str) -> Iterator[None]:
-    """Turn lost connections into :class:`DatabaseUnavailable`; other errors pass through."""
+    """Turn lost connections and an exhausted pool into :class:`DatabaseUnavailable`; other
+    errors pass through."""
     try:
         yield
+    except PoolTimeout as exc:
+        raise DatabaseUnavailable(f"no database connection free while {action}") from exc
     except (OperationalError, InterfaceError) as exc:
         raise DatabaseUnavailable(f"database unavailable while {action}: {exc.orig}") from exc
     except DBAPIError as exc:

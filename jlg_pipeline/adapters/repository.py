@@ -32,8 +32,10 @@ from sqlalchemy import (
 )
 
 from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.intent_history import newest_actor, read_changes
 from jlg_pipeline.adapters.schedule_outbox import record_change
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
+from jlg_pipeline.adapters.tables import link_generation_change as changes
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
@@ -42,6 +44,7 @@ from jlg_pipeline.domain.models import (
     AttemptRecord,
     Claim,
     DueSession,
+    IntentChange,
     LinkGenerationState,
     SetOutcome,
     SetResult,
@@ -73,7 +76,10 @@ def _close_open_attempt(changed: CTE, name: str) -> CTE:
 
 def _due_session(row: Any) -> DueSession:
     return DueSession(
-        id=row.id, link_generation_at=row.link_generation_at, status=S(row.link_generation_status)
+        id=row.id,
+        link_generation_at=row.link_generation_at,
+        status=S(row.link_generation_status),
+        actor_user_id=row._mapping.get("actor_user_id"),
     )
 
 
@@ -149,7 +155,11 @@ class ProgramSessionRepository:
         self._fail_statement = self._mark_statement(
             S.FAILED, {"error": bindparam("error")}, link_generation_last_error=bindparam("error")
         )
-        self._set_statements = {flag: self._set_statement(flag) for flag in (False, True)}
+        self._set_statements = {
+            (record, future): self._set_statement(record, future)
+            for record in (False, True)
+            for future in (False, True)
+        }
         self._renew_statement = (
             update(ps)
             .where(
@@ -227,7 +237,7 @@ class ProgramSessionRepository:
             ).one_or_none()
         return None if row is None else self._to_state(row)
 
-    def _set_statement(self, record_schedule_change: bool) -> Select[Any]:
+    def _set_statement(self, record_schedule_change: bool, future_only: bool) -> Select[Any]:
         """Set/clear as one statement: the row as it was (locked) and the row as written, if
         it was, and optionally the outbox write. Both read the newest committed version, so
         the outcome and the prior state agree. Built once: the PATCH runs it."""
@@ -239,11 +249,15 @@ class ProgramSessionRepository:
             .with_for_update()
             .cte("before")
         )
+        # "In the future" on the database clock, the one that decides "due" (not the app
+        # host's, which may drift from it).
+        acceptable = or_(at.is_(None), at > func.now()) if future_only else true()
         after = (
             update(ps)
             .where(
                 ps.c.id == bindparam("session_id"),
                 ps.c.deleted_at.is_(None),
+                acceptable,
                 or_(ps.c.link_generation_status != S.IN_PROGRESS.value, self._stale()),
             )
             .values(
@@ -261,6 +275,22 @@ class ProgramSessionRepository:
         )
         # Re-arming or clearing over a stale attempt takes it over: its record closes.
         taken_over = _close_open_attempt(after, "taken_over")
+        # The intent history: who changed the time, from what to what.
+        recorded = (
+            insert(changes)
+            .from_select(
+                [
+                    "program_session_id",
+                    "actor_user_id",
+                    "link_generation_at",
+                    "previous_link_generation_at",
+                ],
+                select(
+                    after.c.id, actor, after.c.link_generation_at, before.c.link_generation_at
+                ).select_from(after.join(before, before.c.id == after.c.id)),
+            )
+            .cte("recorded")
+        )
         joined = before.outerjoin(after, true())
         version: list[ColumnElement[Any]] = []
         if record_schedule_change:
@@ -271,10 +301,11 @@ class ProgramSessionRepository:
             select(
                 *(c.label(f"before_{c.name}") for c in before.c),
                 *(c.label(f"after_{c.name}") for c in after.c),
+                acceptable.label("acceptable"),
                 *version,
             )
             .select_from(joined)
-            .add_cte(taken_over)
+            .add_cte(taken_over, recorded)
         )
 
     def set_link_generation(
@@ -284,13 +315,17 @@ class ProgramSessionRepository:
         actor_user_id: int | None,
         *,
         record_schedule_change: bool = False,
+        future_only: bool = False,
     ) -> SetResult:
         """Arm (a time → SCHEDULED) or clear (None → NOT_SCHEDULED) in one direct UPDATE;
         with ``record_schedule_change``, the schedule change it implies is written to the
-        outbox by the same statement (``SetResult.schedule_version``).
+        outbox by the same statement (``SetResult.schedule_version``). With ``future_only``
+        (the API's rule) a time not after the database clock's now is refused.
 
         Refused, with nothing written, when the session is missing or soft-deleted
-        (NOT_FOUND) or a generation holds the claim and is not stale (IN_PROGRESS). Arming
+        (NOT_FOUND), the time is not after the database's now (NOT_IN_FUTURE), or a
+        generation holds the claim and is not stale (IN_PROGRESS). Every write is recorded in
+        the intent history (:meth:`changes`), by the same statement. Arming
         starts a new cycle: the last error and job id are cleared. The attempt counter is
         never reset, so a crashed run from an earlier cycle stays fenced out.
         """
@@ -298,7 +333,7 @@ class ProgramSessionRepository:
         actor_user_id = validation.actor_user_id(actor_user_id)
         if link_generation_at is not None:
             link_generation_at = validation.aware_datetime(link_generation_at)
-        statement = self._set_statements[record_schedule_change]
+        statement = self._set_statements[record_schedule_change, future_only]
         with translate_errors("setting link generation"), self._engine.begin() as conn:
             row = conn.execute(
                 statement,
@@ -315,6 +350,8 @@ class ProgramSessionRepository:
         prior = self._to_state(row, "before_")
         if prior.deleted:
             return SetResult(SetOutcome.NOT_FOUND)
+        if not row.acceptable:
+            return SetResult(SetOutcome.NOT_IN_FUTURE, prior)
         return SetResult(SetOutcome.IN_PROGRESS, prior)
 
     def claim(
@@ -485,6 +522,37 @@ class ProgramSessionRepository:
         statement = select(func.count()).select_from(ps).where(self._fallback_candidates())
         with translate_errors("counting overdue sessions"), self._engine.connect() as conn:
             return int(conn.execute(statement).scalar_one())
+
+    def find_unattended(self, limit: int) -> Sequence[DueSession]:
+        """The watchdog's candidates: due sessions no live attempt holds, whatever became of
+        their event. SCHEDULED with a time more than the watchdog's grace ago (never claimed
+        this cycle), or IN_PROGRESS gone stale; not deleted; oldest first, at most ``limit``;
+        each with the admin of its newest intent change. FAILED sessions are left to their
+        run's retries and the sweep (the watchdog never hammers a failing service)."""
+        statement = (
+            select(
+                ps.c.id,
+                ps.c.link_generation_at,
+                ps.c.link_generation_status,
+                newest_actor(ps.c.id).label("actor_user_id"),
+            )
+            .where(
+                # The predicates of ix_psession_link_gen_fresh, so the planner can use it.
+                ps.c.deleted_at.is_(None),
+                ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
+                ps.c.link_generation_at <= func.now() - _ms(self.windows.watchdog_grace_ms),
+                or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
+            )
+            .order_by(ps.c.link_generation_at, ps.c.id)
+            .limit(validation.positive_limit(limit))
+        )
+        with translate_errors("finding unattended sessions"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [_due_session(r) for r in rows]
+
+    def changes(self, session_id: int, limit: int = 50) -> list[IntentChange]:
+        """The session's intent history (every admin set/clear), newest first."""
+        return read_changes(self._engine, session_id, limit)
 
     def find_due_in_window(
         self, start: datetime, end: datetime, limit: int

@@ -184,7 +184,11 @@ schedule_outbox = Table(
     Column("tries", Integer, nullable=False, server_default="0"),
     Column("last_error", Text, nullable=True),
     Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Migration 0006: the applier's lease. Taken and released in short transactions, so no
+    # connection or lock is held across the AWS call; a newer change keeps it.
+    Column("held_until", DateTime(timezone=True), nullable=True),
     Index("ix_schedule_outbox_due", "direct", "next_try_at"),
+    Index("ix_schedule_outbox_pending_fire", "fire_at", postgresql_where=text("NOT direct")),
 )
 
 # Migration 0005: the attempt history (DESIGN.md "Attempt history"). Each claim opens a row,
@@ -224,4 +228,27 @@ generation_attempt = Table(
         "program_session_id",
         postgresql_where=text("outcome = 'IN_PROGRESS'"),
     ),
+)
+
+# Migration 0006: the intent history (DESIGN.md "Operators"). Every admin set/clear, written
+# by the same statement as the session's UPDATE; never changed afterwards.
+link_generation_change = Table(
+    "jlg_link_generation_change",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "program_session_id",
+        BigInteger,
+        ForeignKey(
+            "hdb_program_session.id",
+            name="fk_link_generation_change_program_session",
+            ondelete="CASCADE",
+        ),
+        nullable=False,
+    ),
+    Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("actor_user_id", Integer, nullable=True),
+    Column("link_generation_at", DateTime(timezone=True), nullable=True),
+    Column("previous_link_generation_at", DateTime(timezone=True), nullable=True),
+    Index("ix_link_generation_change_session", "program_session_id", "id"),
 )

@@ -17,6 +17,8 @@ class Trigger(StrEnum):
     MANUAL = "manual"
     DIRECT = "direct"
     """Launched by the schedule sync sensor for a time too near for EventBridge."""
+    WATCHDOG = "watchdog"
+    """Launched by the watchdog sensor for a due session no live attempt holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,8 @@ class SetOutcome(StrEnum):
     UPDATED = "updated"
     NOT_FOUND = "not_found"
     IN_PROGRESS = "in_progress"
+    NOT_IN_FUTURE = "not_in_future"
+    """The time is not after the database clock's now (the clock that decides "due")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +111,24 @@ class AttemptRecord:
 
 @dataclass(frozen=True, slots=True)
 class DueSession:
-    """A fallback-sweep candidate."""
+    """A fallback-sweep, backfill or watchdog candidate."""
 
     id: int
     link_generation_at: datetime
     status: LinkGenerationStatus
+    actor_user_id: int | None = None
+    """The admin of the session's newest intent change, when the query asks (the watchdog)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IntentChange:
+    """One admin set or clear of a session's time, as recorded with the UPDATE."""
+
+    session_id: int
+    changed_at: datetime
+    actor_user_id: int | None
+    link_generation_at: datetime | None
+    previous_link_generation_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,3 +203,5 @@ class SessionResult:
     outcome: str
     """completed, skipped, superseded or failed."""
     lag_seconds: float | None = None
+    retryable: bool | None = None
+    """For a failure: whether retrying soon may help."""

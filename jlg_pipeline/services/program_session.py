@@ -10,12 +10,18 @@ from datetime import datetime
 from typing import Any
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.errors import GenerationInProgress, SessionNotFound
-from jlg_pipeline.domain.models import AttemptRecord, LinkGenerationState, SetOutcome
+from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, SessionNotFound
+from jlg_pipeline.domain.models import (
+    AttemptRecord,
+    IntentChange,
+    LinkGenerationState,
+    SetOutcome,
+)
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 ATTEMPTS_SHOWN = 50
+CHANGES_SHOWN = 50
 
 Defer = Callable[[Callable[..., Any]], None]
 """Runs the schedule change's fast path: now by default; the web app runs it after the
@@ -36,6 +42,11 @@ class ProgramSessionService:
         self.get_link_generation(session_id)
         return self._repository.attempts(session_id, ATTEMPTS_SHOWN)
 
+    def changes(self, session_id: int) -> list[IntentChange]:
+        """Who changed the session's time, newest first (at most 50)."""
+        self.get_link_generation(session_id)
+        return self._repository.changes(session_id, CHANGES_SHOWN)
+
     def list_link_generation(
         self, status: LinkGenerationStatus | None, limit: int, after_id: int
     ) -> tuple[list[LinkGenerationState], int | None]:
@@ -55,8 +66,9 @@ class ProgramSessionService:
         actor_user_id: int,
         defer: Defer = run_now,
     ) -> LinkGenerationState:
-        """Arm (a time) or clear (None). Raises SessionNotFound, or GenerationInProgress
-        while a generation holds the claim and is not stale.
+        """Arm (a time) or clear (None). Raises SessionNotFound; InvalidInput when the time
+        is not in the future on the database clock (the one that decides "due"); or
+        GenerationInProgress while a generation holds the claim and is not stale.
 
         Applying the schedule change is handed to ``defer`` after the commit. Running it late
         is safe: it applies the session's newest change, whatever it was handed for, and what
@@ -67,9 +79,12 @@ class ProgramSessionService:
             link_generation_at,
             actor_user_id,
             record_schedule_change=self._sync.enabled,
+            future_only=True,
         )
         if result.outcome is SetOutcome.NOT_FOUND:
             raise SessionNotFound(f"program session {session_id} not found")
+        if result.outcome is SetOutcome.NOT_IN_FUTURE:
+            raise InvalidInput("linkGenerationAt must be in the future")
         if result.outcome is SetOutcome.IN_PROGRESS or result.state is None:
             raise GenerationInProgress(
                 f"program session {session_id} is generating join links now; try again when it ends"

@@ -10,7 +10,7 @@ import pytest
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.domain.errors import GenerationInProgress, SessionNotFound
+from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, SessionNotFound
 from jlg_pipeline.domain.models import LinkGenerationState, SetOutcome, SetResult
 from jlg_pipeline.domain.schedule import ScheduleTarget
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -33,8 +33,15 @@ class ScriptedRepository:
         self.writes: list[tuple[int, datetime | None, int, bool]] = []
 
     def set_link_generation(
-        self, session_id: int, at: datetime | None, actor: int, *, record_schedule_change: bool
+        self,
+        session_id: int,
+        at: datetime | None,
+        actor: int,
+        *,
+        record_schedule_change: bool,
+        future_only: bool,
     ) -> SetResult:
+        assert future_only, "the API's rule: the database clock decides 'in the future'"
         self.writes.append((session_id, at, actor, record_schedule_change))
         return self.result
 
@@ -82,7 +89,11 @@ def test_with_the_scheduler_off_or_unconfigured_nothing_is_recorded(
 
 @pytest.mark.parametrize(
     ("outcome", "error"),
-    [(SetOutcome.NOT_FOUND, SessionNotFound), (SetOutcome.IN_PROGRESS, GenerationInProgress)],
+    [
+        (SetOutcome.NOT_FOUND, SessionNotFound),
+        (SetOutcome.IN_PROGRESS, GenerationInProgress),
+        (SetOutcome.NOT_IN_FUTURE, InvalidInput),
+    ],
 )
 def test_refusals_raise_and_defer_nothing(outcome: SetOutcome, error: type[Exception]) -> None:
     service, _, fake = _service(SetResult(outcome))

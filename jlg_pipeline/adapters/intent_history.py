@@ -1,0 +1,45 @@
+"""All SQL on the intent history (``jlg_link_generation_change``): every admin set/clear of a
+session's time. Rows are written by the set statement in ``repository.py`` and never changed."""
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, Engine, ScalarSelect, select
+
+from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.tables import link_generation_change as changes
+from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.models import IntentChange
+
+
+def newest_actor(session_id: ColumnElement[Any]) -> ScalarSelect[Any]:
+    """The admin of the session's newest recorded change (NULL when none is recorded): the
+    actor a schedule's message or a watchdog run names, never a host write of updated_by."""
+    return (
+        select(changes.c.actor_user_id)
+        .where(changes.c.program_session_id == session_id)
+        .order_by(changes.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def read_changes(engine: Engine, session_id: int, limit: int) -> list[IntentChange]:
+    """The session's changes, newest first, at most ``limit``."""
+    statement = (
+        select(changes)
+        .where(changes.c.program_session_id == validation.session_id(session_id))
+        .order_by(changes.c.id.desc())
+        .limit(validation.positive_limit(limit))
+    )
+    with translate_errors("reading the intent history"), engine.connect() as conn:
+        rows = conn.execute(statement).all()
+    return [
+        IntentChange(
+            session_id=r.program_session_id,
+            changed_at=r.changed_at,
+            actor_user_id=r.actor_user_id,
+            link_generation_at=r.link_generation_at,
+            previous_link_generation_at=r.previous_link_generation_at,
+        )
+        for r in rows
+    ]
