@@ -1,68 +1,81 @@
 """All SQL on the schedule outbox (``jlg_schedule_outbox``): the pending desired EventBridge
 state per session, written with the admin's UPDATE and deleted once applied.
 
-An applier holds a per-session advisory lock for the length of its AWS call, so two
-appliers of one session never overlap and each applies the newest change; the admin's
-write never waits for it (it takes no such lock). Every retire is conditional on the
-version applied, so a newer change is never lost.
+An applier takes a change by a lease on its row (``held_until``), in one short statement,
+and settles it in another, so no connection, transaction or lock is held across the AWS
+call: a silent EventBridge never holds the admin's pool. While the lease runs no other
+applier takes the session, so each applies the newest change; the admin's write never
+waits for it (a newer change keeps the lease, and the holder applies it next). Every settle
+is conditional on the version applied, so a newer change is never lost.
 """
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from psycopg.errors import LockNotAvailable
 from sqlalchemy import (
     CTE,
-    BigInteger,
     ColumnElement,
-    Connection,
     Engine,
+    Interval,
     Select,
-    Text,
     and_,
     bindparam,
-    cast,
     delete,
     false,
     func,
     literal,
+    or_,
     select,
     true,
     union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.exc import OperationalError
 
 from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.intent_history import newest_actor
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import schedule_change_version
 from jlg_pipeline.adapters.tables import schedule_outbox as outbox
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS
-from jlg_pipeline.domain.schedule_sync import FIRST_TRY_AFTER, DirectLaunch, PendingChange
+from jlg_pipeline.domain.schedule_sync import (
+    APPLY_LEASE,
+    DIRECT_WITHIN,
+    FIRST_TRY_AFTER,
+    DirectLaunch,
+    PendingChange,
+)
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 RESYNC_BATCH = 10_000
-LOCK_WAIT = "30s"
-"""How long an applier waits for another applier of the same session (a slow AWS call)."""
 
-# Built once: the fast path runs these after every PATCH.
-_LOCK_KEY = func.hashtextextended(
-    literal("jlg_schedule_sync:") + cast(bindparam("session_id", type_=BigInteger), Text), 0
+
+def _interval(value: Any) -> ColumnElement[Any]:
+    return literal(value, Interval())
+
+
+_NOT_HELD = or_(outbox.c.held_until.is_(None), outbox.c.held_until <= func.clock_timestamp())
+# Built once: the fast path runs it after every PATCH.
+_TAKE = (
+    update(outbox)
+    .where(
+        outbox.c.program_session_id == bindparam("session_id"),
+        outbox.c.direct == false(),
+        _NOT_HELD,
+    )
+    .values(held_until=func.clock_timestamp() + _interval(APPLY_LEASE))
+    .returning(
+        outbox.c.program_session_id,
+        outbox.c.version,
+        outbox.c.fire_at,
+        outbox.c.actor_user_id,
+        outbox.c.tries,
+        outbox.c.held_until,
+        func.clock_timestamp().label("now"),
+    )
 )
-_TRY_LOCK = select(func.pg_try_advisory_xact_lock(_LOCK_KEY))
-_LOCK = select(func.pg_advisory_xact_lock(_LOCK_KEY))
-_PENDING = select(
-    outbox.c.program_session_id,
-    outbox.c.version,
-    outbox.c.fire_at,
-    outbox.c.actor_user_id,
-    outbox.c.tries,
-    func.clock_timestamp().label("now"),
-).where(outbox.c.program_session_id == bindparam("session_id"), outbox.c.direct == false())
 
 
 _CHANGE_COLUMNS = [
@@ -77,9 +90,18 @@ _CHANGE_COLUMNS = [
 ]
 
 
-def _upsert_changes(session_id: Any, fire_at: Any, actor_user_id: Any, next_try_at: Any) -> Any:
+def _upsert_changes(
+    session_id: Any,
+    fire_at: Any,
+    actor_user_id: Any,
+    next_try_at: Any,
+    *,
+    keep_direct: bool = False,
+) -> Any:
     """INSERT … ON CONFLICT: each session's row becomes a new change (a new version, not
-    direct, no tries, no error), from a select of the given columns."""
+    direct, no tries, no error), from a select of the given columns. An applier's lease is
+    kept: it applies the newer change next. With ``keep_direct``, a change already decided
+    direct is left as it is."""
     rows = select(
         session_id,
         func.next_value(schedule_change_version),
@@ -97,6 +119,7 @@ def _upsert_changes(session_id: Any, fire_at: Any, actor_user_id: Any, next_try_
             **{c: statement.excluded[c] for c in _CHANGE_COLUMNS[1:]},
             "last_error": None,
         },
+        where=outbox.c.direct == false() if keep_direct else None,
     )
 
 
@@ -117,97 +140,102 @@ def record_change(after: CTE, actor_user_id: ColumnElement[Any]) -> CTE:
     return change
 
 
-class HeldChange:
-    """A pending change held by its applier (the session's advisory lock, one transaction).
-    Each way of settling it is conditional on its version."""
-
-    def __init__(self, conn: Connection, change: PendingChange) -> None:
-        self.change = change
-        self._conn = conn
-
-    def _where(self) -> Any:
-        return and_(
-            outbox.c.program_session_id == self.change.session_id,
-            outbox.c.version == self.change.version,
-        )
-
-    def retire(self) -> bool:
-        """Applied: the row goes, unless a newer change replaced it meanwhile."""
-        return self._conn.execute(delete(outbox).where(self._where())).rowcount == 1
-
-    def go_direct(self) -> bool:
-        """Applied as "no EventBridge schedule": the sensor launches the run at ``fire_at``."""
-        statement = (
-            update(outbox)
-            .where(self._where())
-            .values(direct=True, next_try_at=outbox.c.fire_at, tries=0, last_error=None)
-        )
-        return self._conn.execute(statement).rowcount == 1
-
-    def postpone(self, error: str, next_try_at: datetime) -> bool:
-        """Failed: try again at ``next_try_at``, the error kept for operators."""
-        statement = (
-            update(outbox)
-            .where(self._where())
-            .values(
-                tries=outbox.c.tries + 1,
-                next_try_at=next_try_at,
-                last_error=error[:MAX_LAST_ERROR_CHARS],
-            )
-        )
-        return self._conn.execute(statement).rowcount == 1
-
-
 class ScheduleOutbox:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    @contextmanager
-    def hold(self, session_id: int, *, wait: bool) -> Iterator[HeldChange | None]:
-        """The session's pending change (not yet applied, not direct), held until the block
-        ends; None when there is none, or when another applier holds it and ``wait`` is
-        False. Waiting is bounded by the lock timeout (then None: the sync job retries)."""
+    def take(self, session_id: int) -> PendingChange | None:
+        """The session's pending change (not yet applied, not direct), leased to the caller
+        for APPLY_LEASE; None when there is none or another applier holds it. The lease ends
+        with a settle (:meth:`retire`, :meth:`go_direct`, :meth:`postpone`) or :meth:`release`;
+        an applier that dies holding it delays the change by the lease at most."""
         params = {"session_id": validation.session_id(session_id)}
-        with translate_errors("holding a schedule change"), self._engine.begin() as conn:
-            locked = conn.execute(_TRY_LOCK, params).scalar_one()
-            if not locked and not (wait and self._wait_for_lock(conn, params)):
-                yield None
-                return
-            # Read after the lock: the newest change, whatever the caller was handed.
-            row = conn.execute(_PENDING, params).one_or_none()
-            if row is None:
-                yield None
-                return
-            yield HeldChange(
-                conn,
-                PendingChange(
-                    session_id=row.program_session_id,
-                    version=row.version,
-                    fire_at=row.fire_at,
-                    actor_user_id=row.actor_user_id,
-                    tries=row.tries,
-                    now=row.now,
-                ),
-            )
+        with translate_errors("taking a schedule change"), self._engine.begin() as conn:
+            row = conn.execute(_TAKE, params).one_or_none()
+        if row is None:
+            return None
+        return PendingChange(
+            session_id=row.program_session_id,
+            version=row.version,
+            fire_at=row.fire_at,
+            actor_user_id=row.actor_user_id,
+            tries=row.tries,
+            now=row.now,
+            held_until=row.held_until,
+        )
 
-    @staticmethod
-    def _wait_for_lock(conn: Connection, params: dict[str, int]) -> bool:
-        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
-        try:
-            with conn.begin_nested():
-                conn.execute(_LOCK, params)
-        except OperationalError as exc:
-            if not isinstance(exc.orig, LockNotAvailable):
-                raise
-            return False
-        return True
+    def _settle(self, change: PendingChange, statement: Any, action: str) -> bool:
+        """Run a settle conditional on the change still being the session's pending one."""
+        condition = and_(
+            outbox.c.program_session_id == change.session_id,
+            outbox.c.version == change.version,
+            outbox.c.direct == false(),
+        )
+        with translate_errors(action), self._engine.begin() as conn:
+            return conn.execute(statement.where(condition)).rowcount == 1
+
+    def retire(self, change: PendingChange) -> bool:
+        """Applied: the row goes, unless a newer change replaced it (or it went direct)."""
+        return self._settle(change, delete(outbox), "retiring a schedule change")
+
+    def go_direct(self, change: PendingChange) -> bool:
+        """Applied as "no EventBridge schedule": the sensor launches the run at ``fire_at``."""
+        statement = update(outbox).values(
+            direct=True, next_try_at=outbox.c.fire_at, tries=0, last_error=None, held_until=None
+        )
+        return self._settle(change, statement, "turning a schedule change direct")
+
+    def postpone(self, change: PendingChange, error: str, next_try_at: datetime) -> bool:
+        """Failed: try again at ``next_try_at``, the error kept for operators."""
+        statement = update(outbox).values(
+            tries=outbox.c.tries + 1,
+            next_try_at=next_try_at,
+            last_error=error[:MAX_LAST_ERROR_CHARS],
+            held_until=None,
+        )
+        return self._settle(change, statement, "postponing a schedule change")
+
+    def release(self, change: PendingChange) -> None:
+        """End the caller's lease without settling (a newer change came meanwhile)."""
+        statement = (
+            update(outbox)
+            .where(
+                outbox.c.program_session_id == change.session_id,
+                outbox.c.held_until == change.held_until,
+            )
+            .values(held_until=None)
+        )
+        with translate_errors("releasing a schedule change"), self._engine.begin() as conn:
+            conn.execute(statement)
+
+    def direct_near(self) -> int:
+        """Every pending change whose time is under DIRECT_WITHIN away goes direct, decided in
+        the database without an AWS call (an applier holding one, even one stuck on a silent
+        AWS, finds it settled). Any schedule left from an earlier arm is harmless: the claim
+        refuses it before the session's time (less its tolerance) and after the cycle ran."""
+        statement = (
+            update(outbox)
+            .where(
+                outbox.c.direct == false(),
+                outbox.c.fire_at.is_not(None),
+                outbox.c.fire_at < func.now() + _interval(DIRECT_WITHIN),
+            )
+            .values(direct=True, next_try_at=outbox.c.fire_at, tries=0, last_error=None)
+        )
+        with translate_errors("deciding near times direct"), self._engine.begin() as conn:
+            return conn.execute(statement).rowcount
 
     def pending_session_ids(self, limit: int) -> Sequence[int]:
-        """Sessions with a change to apply, due or not, the most overdue first."""
+        """Sessions with a change to apply, due or not, nearest fire time first (clears,
+        which no stale schedule can make harmful, last), not held by another applier."""
         statement = (
             select(outbox.c.program_session_id)
-            .where(outbox.c.direct == false())
-            .order_by(outbox.c.next_try_at, outbox.c.program_session_id)
+            .where(outbox.c.direct == false(), _NOT_HELD)
+            .order_by(
+                outbox.c.fire_at.asc().nulls_last(),
+                outbox.c.next_try_at,
+                outbox.c.program_session_id,
+            )
             .limit(validation.positive_limit(limit))
         )
         with translate_errors("listing schedule changes"), self._engine.connect() as conn:
@@ -217,14 +245,20 @@ class ScheduleOutbox:
         """The sensor's check, two probes of one index: the direct launches now due, and
         whether any change is due for a try (at most one such row)."""
         due = outbox.c.next_try_at <= func.now()
-        columns = (outbox.c.program_session_id, outbox.c.version, outbox.c.fire_at, outbox.c.direct)
+        columns = (
+            outbox.c.program_session_id,
+            outbox.c.version,
+            outbox.c.fire_at,
+            outbox.c.actor_user_id,
+            outbox.c.direct,
+        )
         launches = (
             select(*columns)
             .where(outbox.c.direct == true(), due)
             .order_by(outbox.c.next_try_at)
             .limit(direct_limit)
         )
-        tries = select(*columns).where(outbox.c.direct == false(), due).limit(1)
+        tries = select(*columns).where(outbox.c.direct == false(), due, _NOT_HELD).limit(1)
         both = union_all(launches, tries).subquery("due")
         return select(both)
 
@@ -233,7 +267,9 @@ class ScheduleOutbox:
         with translate_errors("checking schedule changes"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         launches = [
-            DirectLaunch(r.program_session_id, r.version, r.fire_at) for r in rows if r.direct
+            DirectLaunch(r.program_session_id, r.version, r.fire_at, r.actor_user_id)
+            for r in rows
+            if r.direct
         ]
         return launches, any(not r.direct for r in rows)
 
@@ -268,13 +304,16 @@ class ScheduleOutbox:
 
     def resync(self, batch: int = RESYNC_BATCH) -> int:
         """Every armed, not-yet-due session becomes a pending change due now, so the next sync
-        rebuilds EventBridge from the database. Batches by id; each locks its sessions
-        against a concurrent PATCH, so a change written meanwhile is never undone."""
+        rebuilds EventBridge from the database; a change already decided direct stays direct.
+        The message names the admin of the session's newest recorded change (or no one),
+        never ``updated_by``, which a host application may write. Batches by id; each locks
+        its sessions against a concurrent PATCH, so a change written meanwhile is never
+        undone."""
         marked = 0
         after_id = 0
         while True:
             sessions = (
-                select(ps.c.id, ps.c.link_generation_at, ps.c.updated_by)
+                select(ps.c.id, ps.c.link_generation_at, newest_actor(ps.c.id).label("actor"))
                 .where(
                     ps.c.id > bindparam("after_id"),
                     ps.c.deleted_at.is_(None),
@@ -286,17 +325,26 @@ class ScheduleOutbox:
                 .with_for_update(read=True)
                 .cte("armed")
             )
-            write = _upsert_changes(
-                sessions.c.id,
-                sessions.c.link_generation_at,
-                sessions.c.updated_by,
-                func.now(),
-            ).returning(outbox.c.program_session_id)
+            written = (
+                _upsert_changes(
+                    sessions.c.id,
+                    sessions.c.link_generation_at,
+                    sessions.c.actor,
+                    func.now(),
+                    keep_direct=True,
+                )
+                .returning(outbox.c.program_session_id)
+                .cte("written")
+            )
+            # Paged by the sessions read, not by the rows written: direct ones are skipped.
+            summary = select(
+                select(func.count()).select_from(sessions).scalar_subquery(),
+                select(func.max(sessions.c.id)).scalar_subquery(),
+                select(func.count()).select_from(written).scalar_subquery(),
+            )
             with translate_errors("resyncing schedules"), self._engine.begin() as conn:
-                ids = list(conn.execute(write, {"after_id": after_id}).scalars())
-            if not ids:
+                read, last_id, wrote = conn.execute(summary, {"after_id": after_id}).one()
+            marked += int(wrote)
+            if read < batch:
                 return marked
-            marked += len(ids)
-            after_id = max(ids)
-            if len(ids) < batch:
-                return marked
+            after_id = int(last_id)

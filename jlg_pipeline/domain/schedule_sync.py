@@ -13,6 +13,15 @@ FIRST_TRY_AFTER = timedelta(seconds=30)
 after the response, so the job only sees it if that call failed or was lost."""
 MAX_BACKOFF = timedelta(minutes=10)
 SYNC_BATCH_LIMIT = 500
+SYNC_CONCURRENCY = 8
+"""Changes a sync run applies at once: one hung call never holds up the others."""
+SYNC_BUDGET = timedelta(minutes=10)
+"""A sync run takes no new change after this long (behind a hung AWS each call takes its
+full timeout): it ends well inside its 15-minute bound and the next run goes on."""
+APPLY_LEASE = timedelta(seconds=90)
+"""How long an applier holds a change: longer than its calls can take (an upsert is at most
+three calls, each bounded by the client's connect and read timeouts and two attempts), so a
+live applier never loses it; an applier that died holds it this long at most."""
 
 
 class ChangeAction(StrEnum):
@@ -32,6 +41,8 @@ class PendingChange:
     actor_user_id: int | None
     tries: int
     now: datetime
+    held_until: datetime | None = None
+    """The applier's lease on it (its token for releasing it)."""
 
     @property
     def action(self) -> ChangeAction:
@@ -59,6 +70,8 @@ class DirectLaunch:
     session_id: int
     version: int
     fire_at: datetime
+    actor_user_id: int | None = None
+    """The admin who made the change, for bulkRegister (as the event path's message says)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,14 +9,18 @@ when due (DESIGN.md "Schedule sync").
 """
 
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
-from jlg_pipeline.adapters.schedule_outbox import HeldChange, ScheduleOutbox
+from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.errors import ConfigError, SchedulerCallFailed
 from jlg_pipeline.domain.schedule import ScheduleTarget, schedule_name, schedule_request
 from jlg_pipeline.domain.schedule_sync import (
     SYNC_BATCH_LIMIT,
+    SYNC_BUDGET,
+    SYNC_CONCURRENCY,
     ChangeAction,
     PendingChange,
     SyncReport,
@@ -46,6 +50,8 @@ class SyncAction(StrEnum):
 
 
 APPLIED = {SyncAction.CREATED, SyncAction.UPDATED, SyncAction.DELETED, SyncAction.ABSENT}
+MAX_APPLY_ROUNDS = 3
+"""Newer changes one apply follows before leaving the rest to the sync job."""
 
 
 def _safe_error(exc: Exception) -> str:
@@ -75,14 +81,19 @@ class ScheduleSync:
         (queue and role ARNs) is configured."""
         return self._enabled and self._target is not None
 
-    def apply(self, session_id: int, *, wait: bool = True) -> SyncAction:
-        """Apply the session's newest pending change. With ``wait``, an applier already at
-        work on the session is waited for (then its successor's change is applied);
-        without, the session is left to whoever holds it."""
-        with self._outbox.hold(session_id, wait=wait) as held:
-            if held is None:
-                return SyncAction.NOTHING
-            return self._settle(held)
+    def apply(self, session_id: int) -> SyncAction:
+        """Apply the session's newest pending change. NOTHING when there is none, or another
+        applier holds it (it applies the newest next). A change that arrives while the call
+        runs is applied next, up to MAX_APPLY_ROUNDS; no connection is held meanwhile."""
+        for _ in range(MAX_APPLY_ROUNDS):
+            change = self._outbox.take(session_id)
+            if change is None:
+                break
+            result = self._settle(change)
+            if result is not None:
+                return result
+            self._outbox.release(change)
+        return SyncAction.NOTHING
 
     def apply_after_response(self, session_id: int) -> None:
         """The fast path: never raises. Whatever it leaves pending, the sync job retries."""
@@ -98,27 +109,18 @@ class ScheduleSync:
                 note="left pending; join_link_schedule_sync_job retries it",
             )
 
-    def _settle(self, held: HeldChange) -> SyncAction:
-        change = held.change
+    def _settle(self, change: PendingChange) -> SyncAction | None:
+        """Call EventBridge for the change, then settle it; None when the settle found a newer
+        change (or the database had decided it direct) meanwhile."""
         action = change.action
         try:
             result = self._call(action, change)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the change pending
             error = _safe_error(exc)
-            if action is ChangeAction.DIRECT:
-                # The old schedule is harmless: its event finds the session not yet due, or
-                # already generated, and is skipped by the claim. It deletes itself after.
-                result = SyncAction.DIRECT
-                log_event(
-                    logger,
-                    logging.WARNING,
-                    "schedule_sync.stale_schedule_left",
-                    session_id=change.session_id,
-                    error=error,
-                )
-            else:
+            if action is not ChangeAction.DIRECT:
                 retry_at = change.next_try_at()
-                held.postpone(error, retry_at)
+                if not self._outbox.postpone(change, error, retry_at):
+                    return None
                 log_event(
                     logger,
                     logging.WARNING,
@@ -131,10 +133,23 @@ class ScheduleSync:
                     error=error,
                 )
                 return SyncAction.FAILED
-        if result is SyncAction.DIRECT:
-            held.go_direct()
-        else:
-            held.retire()
+            # The old schedule is harmless: its event finds the session not yet due, or
+            # already generated, and is skipped by the claim. It deletes itself after.
+            result = SyncAction.DIRECT
+            log_event(
+                logger,
+                logging.WARNING,
+                "schedule_sync.stale_schedule_left",
+                session_id=change.session_id,
+                error=error,
+            )
+        settled = (
+            self._outbox.go_direct(change)
+            if result is SyncAction.DIRECT
+            else self._outbox.retire(change)
+        )
+        if not settled:
+            return None
         log_event(
             logger,
             logging.INFO,
@@ -162,10 +177,21 @@ class ScheduleSync:
             return SyncAction.DIRECT
         return SyncAction.DELETED if existed else SyncAction.ABSENT
 
+    def direct_near(self) -> int:
+        """Decide in the database, without AWS, every pending change whose time is under
+        DIRECT_WITHIN away: it goes direct (the sync sensor launches its run when due)."""
+        decided = self._outbox.direct_near()
+        if decided:
+            log_event(logger, logging.INFO, "schedule_sync.direct_decided", changes=decided)
+        return decided
+
     def sync(self, limit: int = SYNC_BATCH_LIMIT) -> SyncReport:
-        """Apply every pending change, due or not, the most overdue first, at most ``limit``.
-        A change another applier holds is left to it. With the scheduler off, every pending
-        change is dropped (a resync rebuilds them when it is turned on)."""
+        """Apply every pending change, due or not, at most ``limit``: near times go direct in
+        the database first (no AWS call), then the rest, nearest fire time first, up to
+        SYNC_CONCURRENCY at once (each call bounded by the client's timeouts), taking no new
+        one after SYNC_BUDGET. A change another applier holds is left to it. With the
+        scheduler off, every pending change is dropped (a resync rebuilds them when it is
+        turned on)."""
         if not self.enabled:
             dropped = self._outbox.drop_all()
             if dropped:
@@ -177,13 +203,27 @@ class ScheduleSync:
                     reason="the scheduler is off or unconfigured",
                 )
             return SyncReport(dropped=dropped)
+        decided = self.direct_near()
         counts = dict.fromkeys(SyncAction, 0)
-        for session_id in self._outbox.pending_session_ids(limit):
-            counts[self.apply(session_id, wait=False)] += 1
+        session_ids = self._outbox.pending_session_ids(limit)
+        deadline = time.monotonic() + SYNC_BUDGET.total_seconds()
+
+        def apply_in_budget(session_id: int) -> SyncAction:
+            if time.monotonic() > deadline:
+                return SyncAction.NOTHING  # left pending for the next run
+            return self.apply(session_id)
+
+        if session_ids:
+            with ThreadPoolExecutor(
+                max_workers=min(SYNC_CONCURRENCY, len(session_ids)),
+                thread_name_prefix="schedule-sync",
+            ) as pool:
+                for result in pool.map(apply_in_budget, session_ids):
+                    counts[result] += 1
         return SyncReport(
             applied=sum(counts[a] for a in APPLIED),
             failed=counts[SyncAction.FAILED],
-            direct=counts[SyncAction.DIRECT],
+            direct=counts[SyncAction.DIRECT] + decided,
             left=self._outbox.backlog()[0],
         )
 

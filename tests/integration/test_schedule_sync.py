@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -288,10 +288,12 @@ def test_an_applier_already_at_work_is_left_alone_by_the_job(engine: Engine, aws
     service = ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, aws))
     service.set_link_generation(sid, _later(), 7, lambda call: None)
     outbox = ScheduleOutbox(engine)
-    with outbox.hold(sid, wait=True) as held:
-        assert held is not None
-        assert _sync(engine, aws).apply(sid, wait=False) is SyncAction.NOTHING
-    assert _sync(engine, aws).apply(sid, wait=False) is SyncAction.CREATED
+    held = outbox.take(sid)
+    assert held is not None
+    assert outbox.take(sid) is None, "one applier at a time"
+    assert _sync(engine, aws).apply(sid) is SyncAction.NOTHING
+    outbox.release(held)
+    assert _sync(engine, aws).apply(sid) is SyncAction.CREATED
 
 
 def test_metrics_show_the_backlog_and_its_age(engine: Engine, db_url: str, aws: Aws) -> None:
@@ -333,27 +335,80 @@ def test_jlg_schedules_resync_marks_armed_sessions(
     assert "nothing to resync" in capsys.readouterr().err
 
 
-def test_an_applier_waits_for_the_one_at_work_then_applies_the_newest(
+class BlockingClient:
+    """A boto3 scheduler client whose first call blocks until ``release`` is set: an applier
+    inside a slow AWS call."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not name.endswith("_schedule"):
+            return attribute
+
+        def call(**kwargs: Any) -> Any:
+            self.calls.append(name)
+            if not self.entered.is_set():
+                self.entered.set()
+                assert self.release.wait(20), "the test never released the call"
+            return attribute(**kwargs)
+
+        return call
+
+
+def _app_transactions(engine: Engine) -> int:
+    """Connections of the application (not this probe) inside a transaction now."""
+    with engine.connect() as conn:
+        return int(
+            conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+            ).scalar_one()
+        )
+
+
+def test_an_applier_inside_a_slow_call_holds_no_connection_and_applies_the_newest_after(
     engine: Engine, aws: Aws
 ) -> None:
     sid = create_session(engine)
-    sync = _sync(engine, aws)
+    blocking = BlockingClient(aws.scheduler)
+    sync = _sync(engine, aws, blocking)
     service = ProgramSessionService(ProgramSessionRepository(engine), sync)
     service.set_link_generation(sid, _later(days=1), 7, lambda call: None)
-    newest = _later(days=2)
     results: list[SyncAction] = []
-    with ScheduleOutbox(engine).hold(sid, wait=True) as held:
-        assert held is not None
-        waiting = threading.Thread(target=lambda: results.append(sync.apply(sid)))
-        waiting.start()
-        time.sleep(0.3)
-        assert waiting.is_alive(), "the second applier waits for the first"
-        # The admin is never held by an applier: the write goes through meanwhile.
-        service.set_link_generation(sid, newest, 7, lambda call: None)
-        assert held.retire() is False, "a newer change replaced the one held"
-    waiting.join(timeout=10)
-    assert results == [SyncAction.CREATED]
+    first = threading.Thread(target=lambda: results.append(sync.apply(sid)))
+    first.start()
+    assert blocking.entered.wait(10)
+    assert _app_transactions(engine) == 0, "no transaction or lock across the AWS call"
+    newest = _later(days=2)
+    started = time.monotonic()
+    service.set_link_generation(sid, newest, 8, lambda call: None)
+    assert time.monotonic() - started < 1, "the admin's write never waits for an applier"
+    assert sync.apply(sid) is SyncAction.NOTHING, "the applier at work applies it next"
+    blocking.release.set()
+    first.join(timeout=20)
+    assert results == [SyncAction.UPDATED]
     schedule = _schedule(aws, sid)
     assert schedule is not None
     assert schedule["ScheduleExpression"] == f"at({newest:%Y-%m-%dT%H:%M:%S})"
+    assert json.loads(schedule["Target"]["Input"])["data"]["actorUserId"] == 8
     assert _pending(engine) == []
+
+
+def test_an_applier_that_died_holding_a_change_delays_it_by_the_lease_only(
+    engine: Engine, aws: Aws
+) -> None:
+    sid = create_session(engine)
+    ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, aws)).set_link_generation(
+        sid, _later(), 7, lambda call: None
+    )
+    assert ScheduleOutbox(engine).take(sid) is not None  # and its process dies
+    assert _sync(engine, aws).sync().applied == 0
+    with engine.begin() as conn:
+        conn.execute(schedule_outbox.update().values(held_until=func.now() - timedelta(seconds=1)))
+    assert _sync(engine, aws).sync().applied == 1
+    assert _schedule(aws, sid) is not None
