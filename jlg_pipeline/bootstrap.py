@@ -2,6 +2,8 @@
 from (the web app's lifespan; the Dagster resources configure the same adapters in
 ``definitions.py``). Nothing connects at import."""
 
+from typing import Any
+
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine
@@ -12,8 +14,9 @@ from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import Scheduler, ScheduleSync
 
 
-def build_engine(settings: Settings) -> Engine:
-    return create_engine(settings.database_url)
+def build_engine(settings: Settings, **pool: Any) -> Engine:
+    """The application database's engine; ``pool`` sizes its pool (``create_engine``)."""
+    return create_engine(settings.database_url, **pool)
 
 
 def build_scheduler(settings: Settings) -> Scheduler | None:
@@ -30,10 +33,18 @@ def build_scheduler(settings: Settings) -> Scheduler | None:
 
 
 def build_program_session_service(
-    settings: Settings, engine: Engine, scheduler: Scheduler | None
+    settings: Settings,
+    engine: Engine,
+    scheduler: Scheduler | None,
+    *,
+    sync_engine: Engine | None = None,
 ) -> ProgramSessionService:
+    """Set/clear on ``engine``; the schedule change's fast path on ``sync_engine`` (the same
+    engine by default; the web app gives it a pool of its own)."""
     repository = ProgramSessionRepository(engine, settings.windows)
-    return ProgramSessionService(repository, build_schedule_sync(settings, engine, scheduler))
+    return ProgramSessionService(
+        repository, build_schedule_sync(settings, sync_engine or engine, scheduler)
+    )
 
 
 def build_schedule_sync(

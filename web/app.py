@@ -22,11 +22,14 @@ from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
 from jlg_pipeline.services.schedule_sync import Scheduler
 from web import envelope, routes
+from web.after_response import FAST_PATH_WORKERS, AfterResponse
 from web.auth import JwtBackend, on_auth_error
 from web.metrics import Metrics, MetricsMiddleware
 from web.openapi import build_openapi
 
 logger = logging.getLogger(__name__)
+POOL_TIMEOUT_S = 5.0
+"""How long a request waits for a pooled connection before it answers 503."""
 
 
 def create_app(
@@ -48,21 +51,30 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine = bootstrap.build_engine(settings)
+        engine = bootstrap.build_engine(settings, pool_timeout_s=POOL_TIMEOUT_S)
+        # The fast path's own pool: it never takes a connection a request is waiting for.
+        sync_engine = bootstrap.build_engine(
+            settings, pool_size=FAST_PATH_WORKERS, max_overflow=0, pool_timeout_s=POOL_TIMEOUT_S
+        )
         sessions = bootstrap.build_program_session_service(
             settings,
             engine,
             scheduler if scheduler is not None else bootstrap.build_scheduler(settings),
+            sync_engine=sync_engine,
         )
+        after_response = AfterResponse()
         app.state.engine = engine
         app.state.sessions = sessions
+        app.state.after_response = after_response
         figures = metrics.watch_database(partial(read_metrics_snapshot, engine))
         app.state.figures = figures
         try:
             yield
         finally:
+            after_response.shutdown()
             figures.stop()
             engine.dispose()
+            sync_engine.dispose()
 
     auth = [Middleware(AuthenticationMiddleware, backend=backend, on_error=on_auth_error)]
     app = Starlette(

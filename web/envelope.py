@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -81,14 +80,8 @@ def _code(status_code: int) -> str:
     return kind.code if kind else "ERROR"
 
 
-def success(
-    data: Any, status_code: int = 200, background: BackgroundTask | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        {"success": True, "data": data, "error": None},
-        status_code=status_code,
-        background=background,
-    )
+def success(data: Any, status_code: int = 200) -> JSONResponse:
+    return JSONResponse({"success": True, "data": data, "error": None}, status_code=status_code)
 
 
 def error(

@@ -34,19 +34,21 @@ STANDARD_METHODS = frozenset(
 
 class DatabaseCollector(Collector):
     """The database's figures, read by a background thread every ``refresh_s`` seconds;
-    a scrape renders the last reading, so its cost does not grow with the tables. A failed
-    reading keeps the previous one (and is logged)."""
+    a scrape renders the last reading, so its cost does not grow with the tables. Nothing is
+    shown before the first successful reading (no figure the database never gave); a failed
+    reading keeps the previous one, and ``jlg_database_reading_timestamp_seconds`` says how
+    old it is, so an alert can tell a stale reading from a calm one."""
 
     def __init__(self, read: Callable[[], MetricsSnapshot], refresh_s: float) -> None:
         self._read = read
         self._refresh_s = refresh_s
-        self._snapshot = MetricsSnapshot()
+        self._reading: tuple[MetricsSnapshot, float] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def refresh(self) -> None:
         try:
-            self._snapshot = self._read()
+            self._reading = (self._read(), time.time())
         except Exception as exc:  # noqa: BLE001 - keep serving the last reading
             log_event(logger, logging.WARNING, "metrics.refresh_failed", error=type(exc).__name__)
 
@@ -65,7 +67,15 @@ class DatabaseCollector(Collector):
             self.refresh()
 
     def collect(self) -> Iterator[Metric]:
-        snapshot = self._snapshot
+        if self._reading is None:
+            return
+        snapshot, read_at = self._reading
+        yield GaugeMetricFamily(
+            "jlg_database_reading_timestamp_seconds",
+            "Unix time of the last successful reading of the database's figures below: alert "
+            "when it falls behind (they are then as old as it says)",
+            value=read_at,
+        )
         sessions = GaugeMetricFamily(
             "jlg_program_sessions",
             "Program sessions (not soft-deleted) by link-generation status",

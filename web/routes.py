@@ -1,9 +1,6 @@
 """The endpoints. Each is a few lines over the services held in ``app.state``."""
 
-from datetime import UTC, datetime
-
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.background import BackgroundTasks
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -55,17 +52,17 @@ async def get_link_generation(request: Request) -> Response:
 
 async def set_link_generation(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
-    at = parse_set_body(await read_body(request, MAX_BODY_BYTES), datetime.now(UTC))
-    # The best-effort AWS call runs after the response is sent, so AWS never holds the admin.
-    after_response = BackgroundTasks()
+    at = parse_set_body(await read_body(request, MAX_BODY_BYTES))
+    # The best-effort AWS call runs on the fast path's own threads and pool, after the
+    # commit, so AWS never holds the admin or takes what another request needs.
     state = await run_in_threadpool(
         request.app.state.sessions.set_link_generation,
         session_id,
         at,
         actor_id(request),
-        after_response.add_task,
+        request.app.state.after_response.submit,
     )
-    return success(response_data(state), background=after_response)
+    return success(response_data(state))
 
 
 async def read_body(request: Request, limit: int) -> bytes:

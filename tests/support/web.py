@@ -35,11 +35,23 @@ def settings_for(db_url: str, queue_arn: str | None, **overrides: Any) -> Settin
     return base.model_copy(update=overrides)
 
 
+class SettledClient(TestClient):
+    """A TestClient that, after each request, waits for the fast path it started (the app runs
+    it on its own threads after the response), so a test reads the outcome, not a race."""
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        response = super().request(*args, **kwargs)
+        after_response = getattr(getattr(self.app, "state", None), "after_response", None)
+        if after_response is not None:
+            assert after_response.drain(20), "the fast path did not end within 20 s"
+        return response
+
+
 def client_for(settings: Settings, scheduler_client: Any = None) -> TestClient:
     """The served app; ``scheduler_client`` (a boto3 scheduler client, moto's or a recording
     or failing one) backs the real EventBridge adapter in place of the one settings build."""
     scheduler = AwsScheduler(scheduler_client) if scheduler_client is not None else None
-    return TestClient(create_app(settings, scheduler=scheduler), raise_server_exceptions=False)
+    return SettledClient(create_app(settings, scheduler=scheduler), raise_server_exceptions=False)
 
 
 def admin_headers(user_id: int = 7, **extra: str) -> dict[str, str]:
