@@ -84,14 +84,22 @@ def sqs_wait_s(environ: Mapping[str, str] | None = None) -> int:
     return int(raw)
 
 
+TEST_WINDOW_VARIABLES = (
+    ("JLG_TEST_GRACE_MS", "grace_ms"),
+    ("JLG_TEST_STALE_MS", "stale_ms"),
+    ("JLG_TEST_WATCHDOG_GRACE_MS", "watchdog_grace_ms"),
+)
+
+
 def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
-    """The production windows, unless ``JLG_TEST_GRACE_MS`` / ``JLG_TEST_STALE_MS`` shorten
-    them: for tests and local experiments only, never set in production. Each is at least
-    a second: a stale window near zero would make every running generation reclaimable."""
+    """The production windows, unless ``JLG_TEST_GRACE_MS`` / ``JLG_TEST_STALE_MS`` /
+    ``JLG_TEST_WATCHDOG_GRACE_MS`` shorten them: for tests and local experiments only, never
+    set in production. Each is at least a second: a stale window near zero would make every
+    running generation reclaimable."""
     env = os.environ if environ is None else environ
     defaults = TimingWindows()
     values = {}
-    for name, field_name in (("JLG_TEST_GRACE_MS", "grace_ms"), ("JLG_TEST_STALE_MS", "stale_ms")):
+    for name, field_name in TEST_WINDOW_VARIABLES:
         raw = env.get(name)
         if raw:
             if not raw.strip().isdigit():
@@ -102,6 +110,7 @@ def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
     return TimingWindows(
         grace_ms=values.get("grace_ms", defaults.grace_ms),
         stale_ms=values.get("stale_ms", defaults.stale_ms),
+        watchdog_grace_ms=values.get("watchdog_grace_ms", defaults.watchdog_grace_ms),
     )
 
 
@@ -152,6 +161,9 @@ class Settings(BaseSettings):
     group_name: str | None = Field(None, validation_alias="AWS_SCHEDULER_GROUP_NAME")
     test_grace_ms: str | None = Field(None, validation_alias="JLG_TEST_GRACE_MS", repr=False)
     test_stale_ms: str | None = Field(None, validation_alias="JLG_TEST_STALE_MS", repr=False)
+    test_watchdog_grace_ms: str | None = Field(
+        None, validation_alias="JLG_TEST_WATCHDOG_GRACE_MS", repr=False
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from jlg_pipeline.config import RegistrarKind, Settings, sqs_sensor_interval_s, 
 from jlg_pipeline.domain.schedule import DEFAULT_GROUP
 from jlg_pipeline.orchestration.jobs import (
     build_generation_job,
+    build_shared_generation_job,
     join_link_backfill_job,
     join_link_fallback_sweep_job,
 )
@@ -34,6 +35,7 @@ from jlg_pipeline.orchestration.schedule_sync import (
 )
 from jlg_pipeline.orchestration.schedules import join_link_fallback_schedule
 from jlg_pipeline.orchestration.sensors import build_sqs_sensor
+from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 
 # Dagster 1.13 copies a sensor that targets several jobs (the schedule sync sensor) with
 # owners=[] and then warns that `owners` is beta, though none is set: noise in every log.
@@ -52,6 +54,7 @@ def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
         url=EnvVar("JLG_DATABASE_URL"),
         grace_ms=settings.windows.grace_ms,
         stale_ms=settings.windows.stale_ms,
+        watchdog_grace_ms=settings.windows.watchdog_grace_ms,
     )
     registrar = (
         http_registrar.configured(
@@ -82,9 +85,11 @@ def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
 
 def build_definitions(environ: Mapping[str, str]) -> Definitions:
     generation_job = build_generation_job()
+    shared_job = build_shared_generation_job()
     return Definitions(
         jobs=[
             generation_job,
+            shared_job,
             join_link_fallback_sweep_job,
             join_link_backfill_job,
             join_link_schedule_sync_job,
@@ -93,6 +98,7 @@ def build_definitions(environ: Mapping[str, str]) -> Definitions:
         sensors=[
             build_sqs_sensor(generation_job.name, sqs_sensor_interval_s(environ)),
             build_schedule_sync_sensor(generation_job),
+            build_watchdog_sensor(shared_job),
         ],
         schedules=[join_link_fallback_schedule, join_link_dagster_prune_schedule],
         resources=build_resources(environ),

@@ -17,6 +17,16 @@ MAX_EVENT_AGE_SECONDS = 86_400
 # left over from a superseded, later schedule can still not generate early.
 DUE_TOLERANCE_MS = 60 * 1000
 
+# Beyond the TRD (the watchdog, DESIGN.md "Hung parts and crashed hosts"): a due session no
+# live attempt holds is claimed this long after its time, whatever became of its event.
+# Longer than the real-time path takes (EventBridge fires within the minute, then the
+# sensor and the run's start), short enough to claim within 2 minutes.
+WATCHDOG_GRACE_MS = 75 * 1000
+
+GENERATION_CONCURRENCY = 4
+"""Sessions a shared run generates at once: bulkRegister calls open at once per run (the
+TRD bounds bulk-job fan-out)."""
+
 DEFAULT_REGISTRAR_BATCH_SIZE = 500
 MAX_REGISTRAR_BATCH_SIZE = 10_000
 MAX_LAST_ERROR_CHARS = 2_000
@@ -35,9 +45,10 @@ class TimingWindows:
     grace_ms: int = GRACE_MS
     stale_ms: int = STALE_MS
     due_tolerance_ms: int = DUE_TOLERANCE_MS
+    watchdog_grace_ms: int = WATCHDOG_GRACE_MS
 
     def __post_init__(self) -> None:
-        for name in ("grace_ms", "stale_ms", "due_tolerance_ms"):
+        for name in ("grace_ms", "stale_ms", "due_tolerance_ms", "watchdog_grace_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}")

@@ -1,9 +1,12 @@
-"""The jobs: one generation per run, the fallback sweep, and the partitioned backfill.
+"""The jobs: one generation per run, shared runs of several sessions (the watchdog), the
+fallback sweep, and the partitioned backfill. Every job carries its lane and its runtime
+bound (``dagster/max_runtime``) in its tags, so every run of it does.
 
 Every one calls ``generate_for_session`` and nothing else generates (TRD dec-09).
 """
 
 import statistics
+import time
 from functools import partial
 from typing import Any
 
@@ -26,19 +29,39 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
-from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT, MAX_RETRY_ATTEMPTS
+from jlg_pipeline.domain.constants import (
+    FALLBACK_BATCH_LIMIT,
+    GENERATION_CONCURRENCY,
+    MAX_RETRY_ATTEMPTS,
+)
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
-from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
+from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, SweepReport, Trigger
 from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.run_requests import (
+    GENERATE_OP,
+    GENERATION_JOB,
+    SHARED_GENERATE_OP,
+    SHARED_GENERATION_JOB,
+)
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
+    GENERATION_MAX_RUNTIME_S,
+    LONG_MAX_RUNTIME_S,
     OUTCOME_TAG,
     TRIGGER_TAG,
+    Lane,
     cycle_id,
+    run_tags,
     trigger_of,
 )
 from jlg_pipeline.services.generation import generate_for_session
-from jlg_pipeline.services.sweep import backfill_window, sweep_overdue_sessions
+from jlg_pipeline.services.sweep import (
+    FAILED,
+    backfill_window,
+    generate_each,
+    summarize,
+    sweep_overdue_sessions,
+)
 
 RETRY_DELAY_SECONDS = 10.0
 # The longest Retry-After honoured: the run waits in its process, holding a run slot.
@@ -57,11 +80,15 @@ class GenerateJoinLinksConfig(Config):
     actorUserId: int | None = None
 
 
+class SharedGenerationConfig(Config):
+    sessions: list[GenerateJoinLinksConfig]
+
+
 class SweepConfig(Config):
     batchLimit: int = FALLBACK_BATCH_LIMIT
 
 
-FAILED_OUTCOME = "failed"
+FAILED_OUTCOME = FAILED
 
 
 def _tag_outcome(
@@ -118,7 +145,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
     most MAX_RETRY_ATTEMPTS times, backing off); others fail the run at once."""
 
     @op(
-        name="generate_join_links",
+        name=GENERATE_OP,
         retry_policy=RetryPolicy(
             max_retries=MAX_RETRY_ATTEMPTS,
             delay=retry_delay_seconds,
@@ -170,15 +197,85 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         return Output(None, metadata=_outcome_metadata(outcome))
 
     @job(
-        name="join_link_generation_job",
+        name=GENERATION_JOB,
         executor_def=in_process_executor,
         description="Generate join links for one program session through the single gate.",
-        tags={TRIGGER_TAG: Trigger.MANUAL.value},
+        tags=run_tags(
+            Lane.REALTIME, GENERATION_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.MANUAL.value}
+        ),
     )
     def join_link_generation_job() -> None:
         generate_join_links()
 
     return join_link_generation_job
+
+
+def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
+    """Several sessions in one run, each through its own claim, GENERATION_CONCURRENCY at
+    once. A retryable failure is retried for that session alone, in the run, as a one-session
+    run's RetryPolicy would (an op retry would re-attempt the non-retryable ones too); one
+    session's failure never fails or delays the others, and the run fails at the end if any
+    session is left failed."""
+
+    @op(name=SHARED_GENERATE_OP)
+    def generate_join_links_shared(
+        context: OpExecutionContext,
+        config: SharedGenerationConfig,
+        database: DatabaseResource,
+        registrar: ResourceParam[BulkRegistrar],
+    ) -> Output[None]:
+        repository = database.repository()
+        trigger = trigger_of(context.run.tags, default=Trigger.WATCHDOG)
+        options = {s.programSessionId: s for s in config.sessions}
+
+        def generate(session_id: int) -> GenerationOutcome:
+            given = options[session_id]
+            return generate_for_session(
+                session_id,
+                repository=repository,
+                registrar=registrar,
+                trigger=trigger,
+                role=given.role,
+                batch_size=given.batchSize,
+                actor_user_id=given.actorUserId,
+                run_id=context.run_id,
+            )
+
+        report = generate_each(
+            list(options), generate, left_behind=0, concurrency=GENERATION_CONCURRENCY
+        )
+        results = {s.session_id: s for s in report.sessions}
+        for retry in range(MAX_RETRY_ATTEMPTS):
+            again = [s.session_id for s in results.values() if s.retryable]
+            if not again:
+                break
+            time.sleep(retry_delay_seconds * 2**retry)
+            context.log.info(f"retrying {len(again)} session(s): {again}")
+            retried = generate_each(
+                again, generate, left_behind=0, concurrency=GENERATION_CONCURRENCY
+            )
+            results.update({s.session_id: s for s in retried.sessions})
+        final = summarize([results[sid] for sid in options], left_behind=0)
+        outcome = (
+            FAILED_OUTCOME
+            if final.failed
+            else GenerationResult.COMPLETED.value
+            if final.completed
+            else GenerationResult.SKIPPED.value
+        )
+        context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: outcome})
+        return _finish(final)
+
+    @job(
+        name=SHARED_GENERATION_JOB,
+        executor_def=in_process_executor,
+        description="Generate join links for several program sessions, each through the gate.",
+        tags=run_tags(Lane.RECOVERY, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.MANUAL.value}),
+    )
+    def join_link_shared_generation_job() -> None:
+        generate_join_links_shared()
+
+    return join_link_shared_generation_job
 
 
 @op(name="sweep_overdue_sessions")
@@ -209,7 +306,7 @@ def sweep_overdue_sessions_op(
     executor_def=in_process_executor,
     description="The fallback sweep: every overdue, not-COMPLETED session through the gate.",
     # A launch from the UI or CLI says so; the schedule's runs carry trigger=cron instead.
-    tags={TRIGGER_TAG: Trigger.MANUAL.value},
+    tags=run_tags(Lane.SWEEP, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.MANUAL.value}),
 )
 def join_link_fallback_sweep_job() -> None:
     sweep_overdue_sessions_op()
@@ -244,7 +341,7 @@ def backfill_partition_sessions(
     executor_def=in_process_executor,
     partitions_def=backfill_partitions,
     description="Backfill: regenerate due, not-COMPLETED sessions by day of link_generation_at.",
-    tags={TRIGGER_TAG: Trigger.BACKFILL.value},
+    tags=run_tags(Lane.SWEEP, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.BACKFILL.value}),
 )
 def join_link_backfill_job() -> None:
     backfill_partition_sessions()

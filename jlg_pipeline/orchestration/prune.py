@@ -25,7 +25,7 @@ from dagster import (
 )
 
 from jlg_pipeline.domain.errors import ConfigError
-from jlg_pipeline.orchestration.tags import TRIGGER_TAG
+from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, Lane, run_tags
 
 PRUNE_JOB = "join_link_dagster_prune_job"
 DEFAULT_RETENTION_DAYS = 30
@@ -92,7 +92,7 @@ def prune_dagster_runs(context: OpExecutionContext, config: PruneConfig) -> Outp
     name=PRUNE_JOB,
     executor_def=in_process_executor,
     description="Delete finished Dagster runs (and their event logs) older than the retention.",
-    tags={TRIGGER_TAG: "manual"},
+    tags=run_tags(Lane.MAINTENANCE, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: "manual"}),
 )
 def join_link_dagster_prune_job() -> None:
     prune_dagster_runs()

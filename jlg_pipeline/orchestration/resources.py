@@ -13,7 +13,13 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.registrars.http import DEFAULT_TIMEOUT_S
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQueue, sqs_client
-from jlg_pipeline.domain.constants import GRACE_MS, STALE_MS, TimingWindows
+from jlg_pipeline.domain.constants import (
+    GENERATION_CONCURRENCY,
+    GRACE_MS,
+    STALE_MS,
+    WATCHDOG_GRACE_MS,
+    TimingWindows,
+)
 from jlg_pipeline.domain.errors import ConfigError
 
 
@@ -23,11 +29,13 @@ class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
     url: str
     grace_ms: int = GRACE_MS
     stale_ms: int = STALE_MS
+    watchdog_grace_ms: int = WATCHDOG_GRACE_MS
 
     _engine: Engine | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        self._engine = create_engine(self.url, pool_size=2, max_overflow=2)
+        # Enough for a shared run's concurrent sessions, each with its lease renewal.
+        self._engine = create_engine(self.url, pool_size=2, max_overflow=GENERATION_CONCURRENCY + 2)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._engine is not None:
@@ -40,7 +48,11 @@ class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
         return self._engine
 
     def repository(self) -> ProgramSessionRepository:
-        windows = TimingWindows(grace_ms=self.grace_ms, stale_ms=self.stale_ms)
+        windows = TimingWindows(
+            grace_ms=self.grace_ms,
+            stale_ms=self.stale_ms,
+            watchdog_grace_ms=self.watchdog_grace_ms,
+        )
         return ProgramSessionRepository(self.engine(), windows)
 
 

@@ -37,8 +37,18 @@ from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
 from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, DirectLaunch
 from jlg_pipeline.orchestration.resources import DatabaseResource
-from jlg_pipeline.orchestration.sensors import generation_run_request, run_key_exists_in
-from jlg_pipeline.orchestration.tags import TRIGGER_TAG
+from jlg_pipeline.orchestration.run_requests import (
+    SessionOptions,
+    generation_run_request,
+    run_key_exists_in,
+)
+from jlg_pipeline.orchestration.tags import (
+    MAX_RUNTIME_TAG,
+    SYNC_MAX_RUNTIME_S,
+    TRIGGER_TAG,
+    Lane,
+    run_tags,
+)
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 SYNC_JOB = "join_link_schedule_sync_job"
@@ -97,7 +107,7 @@ def sync_schedules(config: SyncConfig, schedule_sync: ResourceParam[ScheduleSync
     name=SYNC_JOB,
     executor_def=in_process_executor,
     description="Apply the pending EventBridge schedule changes (the outbox).",
-    tags={TRIGGER_TAG: Trigger.MANUAL.value},
+    tags=run_tags(Lane.SYNC, SYNC_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.MANUAL.value}),
 )
 def join_link_schedule_sync_job() -> None:
     sync_schedules()
@@ -108,9 +118,20 @@ def direct_run_key(launch: DirectLaunch) -> str:
     return f"direct-{launch.session_id}-{launch.version}"
 
 
-def _sync_in_flight(instance: DagsterInstance) -> bool:
-    filters = RunsFilter(job_name=SYNC_JOB, statuses=IN_FLIGHT)
-    return bool(instance.get_run_ids(filters=filters, limit=1))
+def _sync_in_flight(instance: DagsterInstance) -> str | None:
+    """What a new sync run would wait for: the one in flight, named, or None."""
+    records = instance.get_run_records(
+        filters=RunsFilter(job_name=SYNC_JOB, statuses=IN_FLIGHT), limit=1
+    )
+    if not records:
+        return None
+    run = records[0].dagster_run
+    bound = run.tags.get(MAX_RUNTIME_TAG, "?")
+    return (
+        f"waiting for {SYNC_JOB} run {run.run_id} ({run.status.value}) to end; run monitoring "
+        f"fails it once it has run {bound} s (dagster/max_runtime), so a dead one cannot hold "
+        "schedule sync; near times go direct meanwhile"
+    )
 
 
 def _sync_request() -> RunRequest:
@@ -139,6 +160,8 @@ def _tick(instance: DagsterInstance, outbox: ScheduleOutbox) -> SensorResult | S
         if outbox.any_rows() and not _sync_in_flight(instance):
             return SensorResult(run_requests=[_sync_request()])
         return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: nothing to sync")
+    # Decided in the database, whatever a sync run (stuck, dead or behind a hung AWS) does.
+    outbox.direct_near()
     launches, sync_due = outbox.due_work()
     exists = run_key_exists_in(instance)
     requests: list[RunRequest] = []
@@ -150,14 +173,16 @@ def _tick(instance: DagsterInstance, outbox: ScheduleOutbox) -> SensorResult | S
             outbox.retire_direct(launch)
             launched += 1
             continue
+        options = SessionOptions(launch.session_id, actor_user_id=launch.actor_user_id)
         requests.append(
             generation_run_request(
-                launch.session_id, Trigger.DIRECT, run_key, correlation_id(launch.session_id)
+                options, Trigger.DIRECT, run_key, correlation_id(launch.session_id)
             )
         )
-    if sync_due and not _sync_in_flight(instance):
+    waiting = _sync_in_flight(instance) if sync_due else None
+    if sync_due and waiting is None:
         requests.append(_sync_request())
     if not requests:
         done = f" ({launched} direct launch(es) done)" if launched else ""
-        return SkipReason(f"no schedule change due{done}")
+        return SkipReason(waiting or f"no schedule change due{done}")
     return SensorResult(run_requests=requests)

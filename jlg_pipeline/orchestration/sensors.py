@@ -9,77 +9,39 @@ valid (DESIGN.md "Delivery guarantees"). SQS errors fail the tick.
 """
 
 import json
-from collections.abc import Callable
 
 from dagster import (
     DagsterInstance,
     DefaultSensorStatus,
     RunRequest,
-    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
     sensor,
 )
-from dagster._core.storage.tags import RUN_KEY_TAG
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.config import scheduler_enabled
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.orchestration.resources import SqsQueueResource
-from jlg_pipeline.orchestration.tags import CORRELATION_TAG, SESSION_TAG, TRIGGER_TAG
+from jlg_pipeline.orchestration.run_requests import (
+    SessionOptions,
+    generation_run_request,
+    run_key_exists_in,
+)
 from jlg_pipeline.services.event_intake import AcceptedEvent, RunExists, acknowledge, drain
-
-GENERATE_OP = "generate_join_links"
-GENERATION_JOB = "join_link_generation_job"
 
 
 def run_key_for(message_id: str) -> str:
     return f"sqs-{message_id}"
 
 
-def generation_run_request(
-    session_id: int,
-    trigger: Trigger,
-    run_key: str,
-    correlation_id: str | None,
-    **options: str | int | None,
-) -> RunRequest:
-    """A ``join_link_generation_job`` run for one session, tagged with it and its trigger."""
-    config = {"programSessionId": session_id} | {k: v for k, v in options.items() if v is not None}
-    tags = {SESSION_TAG: str(session_id), TRIGGER_TAG: trigger.value}
-    if correlation_id:
-        tags[CORRELATION_TAG] = correlation_id[:200]
-    return RunRequest(
-        run_key=run_key,
-        job_name=GENERATION_JOB,
-        run_config={"ops": {GENERATE_OP: {"config": config}}},
-        tags=tags,
-    )
-
-
 def run_request_for(accepted: AcceptedEvent) -> RunRequest:
     data = accepted.event.data
+    options = SessionOptions(data.programSessionId, data.role, data.batchSize, data.actorUserId)
     return generation_run_request(
-        data.programSessionId,
-        Trigger.EVENT,
-        run_key_for(accepted.message_id),
-        accepted.event.correlationId,
-        role=data.role,
-        batchSize=data.batchSize,
-        actorUserId=data.actorUserId,
+        options, Trigger.EVENT, run_key_for(accepted.message_id), accepted.event.correlationId
     )
-
-
-def run_key_exists_in(instance: DagsterInstance) -> Callable[[str], bool]:
-    """Whether a run with this run key exists: one indexed query, as Dagster's own sensor
-    daemon does when it dedupes run keys."""
-
-    def exists(run_key: str) -> bool:
-        filters = RunsFilter(tags={RUN_KEY_TAG: run_key})
-        return bool(instance.get_run_ids(filters=filters, limit=1))
-
-    return exists
 
 
 def run_exists_in(instance: DagsterInstance) -> RunExists:

@@ -5,6 +5,8 @@ from datetime import UTC, datetime
 
 from jlg_pipeline.domain.models import Trigger
 
+RUN_KEY_TAG = "dagster/run_key"
+"""Dagster's tag holding a run's run key."""
 SESSION_TAG = "jlg/session"
 TRIGGER_TAG = "jlg/trigger"
 CORRELATION_TAG = "jlg/correlation_id"
@@ -12,6 +14,33 @@ OUTCOME_TAG = "jlg/outcome"
 """Added when a generation run's op ends: completed, skipped, superseded or failed."""
 CYCLE_TAG = "jlg/cycle"
 """Added when a generation run's claim generated: one value per session and cycle."""
+LANE_TAG = "jlg/lane"
+"""Which path a run serves; dagster.yaml gives each lane its own run slots, so runs whose
+process died (holding their slots until their bound) never block another path."""
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+"""Dagster's own bound: run monitoring fails a run still going after this many seconds,
+its process alive or not (the default launcher cannot tell a dead worker)."""
+
+SYNC_MAX_RUNTIME_S = 15 * 60
+GENERATION_MAX_RUNTIME_S = 60 * 60
+"""One session: six bulkRegister calls of at most 300 s each, with their backoff."""
+LONG_MAX_RUNTIME_S = 3 * 60 * 60
+"""Sweeps, backfills, shared runs and pruning (DESIGN.md: at most 3 hours)."""
+
+
+class Lane:
+    REALTIME = "realtime"
+    """One-session generation runs: events, direct launches, hand launches."""
+    RECOVERY = "recovery"
+    """The watchdog's shared runs: never queued behind a stuck real-time run."""
+    SWEEP = "sweep"
+    SYNC = "sync"
+    MAINTENANCE = "maintenance"
+
+
+def run_tags(lane: str, max_runtime_s: int, **tags: str) -> dict[str, str]:
+    """A job's tags: its lane and its runtime bound (every run of the job carries them)."""
+    return {LANE_TAG: lane, MAX_RUNTIME_TAG: str(max_runtime_s), **tags}
 
 
 def cycle_id(session_id: int, link_generation_at: datetime) -> str:

@@ -1,9 +1,10 @@
-"""The fallback sweep (TRD JoinLinkGenerationFallbackService) and the backfill: the nets
-under lost events, crashed runs and outages. Every candidate goes through the one gate,
-sequentially, and one failing session never stops the rest."""
+"""The fallback sweep (TRD JoinLinkGenerationFallbackService), the backfill and shared runs:
+every session through the one gate, sequentially or a bounded few at once, and one failing
+session never stops or delays the rest."""
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -11,7 +12,6 @@ from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import (
-    DueSession,
     GenerationOutcome,
     GenerationResult,
     SessionResult,
@@ -43,7 +43,9 @@ def sweep_overdue_sessions(
     log_event(
         logger, logging.INFO, "sweep.found", found=len(candidates), due_total=due_total, limit=limit
     )
-    report = generate_each(candidates, generate, left_behind=max(due_total - len(candidates), 0))
+    report = generate_each(
+        [c.id for c in candidates], generate, left_behind=max(due_total - len(candidates), 0)
+    )
     _log_finished("sweep.finished", report)
     return report
 
@@ -65,50 +67,59 @@ def backfill_window(
         start=start.isoformat(),
         end=end.isoformat(),
     )
-    report = generate_each(candidates, generate, left_behind=0)
+    report = generate_each([c.id for c in candidates], generate, left_behind=0)
     _log_finished("backfill.finished", report)
     return report
 
 
 def generate_each(
-    candidates: Sequence[DueSession], generate: Generate, *, left_behind: int
+    session_ids: Sequence[int], generate: Generate, *, left_behind: int, concurrency: int = 1
 ) -> SweepReport:
-    completed = skipped = 0
-    failed: list[int] = []
-    sessions: list[SessionResult] = []
-    for candidate in candidates:
-        try:
-            outcome = generate(candidate.id)
-        except GenerationFailed:
-            failed.append(candidate.id)  # generate_for_session logged it with context
-            sessions.append(SessionResult(candidate.id, FAILED))
-            continue
-        except Exception as exc:  # noqa: BLE001 - one broken session must not stop the rest
-            log_event(
-                logger,
-                logging.ERROR,
-                "sweep.session_error",
-                exc_info=exc,
-                session_id=candidate.id,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            failed.append(candidate.id)
-            sessions.append(SessionResult(candidate.id, FAILED))
-            continue
-        sessions.append(SessionResult(candidate.id, outcome.result.value, outcome.lag_seconds))
-        if outcome.result is GenerationResult.SKIPPED:
-            skipped += 1
-        else:
-            completed += 1
+    """Each session through ``generate``, up to ``concurrency`` at once; the report lists them
+    in the order given, each with its outcome (a failure says whether it is retryable)."""
+    if concurrency > 1 and len(session_ids) > 1:
+        with ThreadPoolExecutor(
+            max_workers=min(concurrency, len(session_ids)), thread_name_prefix="generate"
+        ) as pool:
+            sessions = list(pool.map(lambda sid: _generate_one(sid, generate), session_ids))
+    else:
+        sessions = [_generate_one(sid, generate) for sid in session_ids]
+    return summarize(sessions, left_behind=left_behind)
+
+
+def summarize(sessions: Sequence[SessionResult], *, left_behind: int) -> SweepReport:
+    """The counts of a run's sessions (a superseded one ran bulkRegister: completed)."""
+    failed = tuple(s.session_id for s in sessions if s.outcome == FAILED)
     return SweepReport(
-        found=len(candidates),
-        completed=completed,
-        skipped=skipped,
+        found=len(sessions),
+        completed=sum(
+            s.outcome in (GenerationResult.COMPLETED, GenerationResult.SUPERSEDED) for s in sessions
+        ),
+        skipped=sum(s.outcome == GenerationResult.SKIPPED for s in sessions),
         failed=len(failed),
         left_behind=left_behind,
-        failed_session_ids=tuple(failed),
+        failed_session_ids=failed,
         sessions=tuple(sessions),
     )
+
+
+def _generate_one(session_id: int, generate: Generate) -> SessionResult:
+    try:
+        outcome = generate(session_id)
+    except GenerationFailed as exc:
+        # generate_for_session logged it with context.
+        return SessionResult(session_id, FAILED, retryable=exc.retryable)
+    except Exception as exc:  # noqa: BLE001 - one broken session must not stop the rest
+        log_event(
+            logger,
+            logging.ERROR,
+            "sweep.session_error",
+            exc_info=exc,
+            session_id=session_id,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        return SessionResult(session_id, FAILED, retryable=True)
+    return SessionResult(session_id, outcome.result.value, outcome.lag_seconds)
 
 
 def _log_finished(event: str, report: SweepReport) -> None:

@@ -30,14 +30,19 @@ def test_instance_config_is_postgres_queued_and_limited_per_session(
         assert isinstance(instance.run_storage, PostgresRunStorage)
         coordinator = instance.run_coordinator
         assert isinstance(coordinator, QueuedRunCoordinator)
-        assert coordinator.get_run_queue_config().max_concurrent_runs == 4
         limits = coordinator.get_run_queue_config().tag_concurrency_limits
         assert {
             "key": "jlg/session",
             "limit": 1,
             "value": {"applyLimitPerUniqueValue": True},
         } in limits
+        # Each lane its own slots, adding up to the instance's bound: a path whose runs died
+        # (holding their slots until their runtime bound) never blocks another.
+        lanes = {limit["value"]: limit["limit"] for limit in limits if limit["key"] == "jlg/lane"}
+        assert lanes == {"realtime": 4, "recovery": 2, "sweep": 1, "sync": 1, "maintenance": 1}
+        assert coordinator.get_run_queue_config().max_concurrent_runs == sum(lanes.values())
         assert instance.run_monitoring_enabled
+        assert 0 < instance.run_monitoring_max_runtime_seconds <= 3 * 3600
         assert not instance.telemetry_enabled
 
 

@@ -115,8 +115,8 @@ def test_a_near_time_is_launched_once_when_due(engine: Engine, db_url: str) -> N
     assert request.tags["jlg/session"] == str(sid)
     assert request.run_key.startswith(f"direct-{sid}-")
     assert request.run_config == {
-        "ops": {"generate_join_links": {"config": {"programSessionId": sid}}}
-    }
+        "ops": {"generate_join_links": {"config": {"programSessionId": sid, "actorUserId": 7}}}
+    }, "the admin who set the time reaches bulkRegister, as on the event path"
     [again] = _requests(_tick(instance, db_url))
     assert again.run_key == request.run_key, "same run key: Dagster launches it once"
     instance.create_run_for_job(_placeholder, tags={**request.tags, RUN_KEY_TAG: request.run_key})

@@ -2,21 +2,13 @@
 or broken session never stops the rest, and the report counts each outcome."""
 
 import logging
-from datetime import UTC, datetime
 
 import pytest
 
 from jlg_pipeline.domain.errors import RetryableGenerationFailed
-from jlg_pipeline.domain.models import DueSession, GenerationOutcome, GenerationResult
-from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult
 from jlg_pipeline.services.sweep import generate_each
 from tests.support.logs import fields_of
-
-AT = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-def _due(*ids: int) -> list[DueSession]:
-    return [DueSession(i, AT, LinkGenerationStatus.SCHEDULED) for i in ids]
 
 
 def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
@@ -34,7 +26,7 @@ def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
         return GenerationOutcome(session_id, result)
 
     with caplog.at_level(logging.ERROR):
-        report = generate_each(_due(1, 2, 3, 4, 5), generate, left_behind=7)
+        report = generate_each([1, 2, 3, 4, 5], generate, left_behind=7)
 
     assert seen == [1, 2, 3, 4, 5]
     assert (report.found, report.completed, report.skipped, report.failed) == (5, 2, 1, 2)

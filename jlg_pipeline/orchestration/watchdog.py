@@ -1,0 +1,96 @@
+"""``join_link_watchdog_sensor``: a due session that no live attempt holds is claimed within
+2 minutes of its time, whatever became of its event: never scheduled, lost, delivered late,
+its run dead before it claimed, a stuck or dead sync run, a zombie run holding the session's
+slot (DESIGN.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
+database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time, and
+stale IN_PROGRESS ones, and launches shared runs for them (trigger ``watchdog``, lane
+``recovery``, no per-session tag, so nothing stuck on the real-time path can hold them in the
+queue). Each session still goes through its own claim: the watchdog racing a late event
+costs a skipped claim, never a second generation. The TRD's 30-minute grace stays the
+sweep's, which also re-attempts FAILED sessions."""
+
+import json
+import time
+from collections.abc import Sequence
+
+from dagster import (
+    DefaultSensorStatus,
+    JobDefinition,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from jlg_pipeline.config import scheduler_enabled
+from jlg_pipeline.domain.models import DueSession, Trigger
+from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.run_requests import SessionOptions, shared_run_request
+from jlg_pipeline.orchestration.tags import Lane
+
+WATCHDOG_INTERVAL_S = 15
+WATCHDOG_BATCH = 200
+"""Sessions one tick takes at most; the next tick takes more."""
+SESSIONS_PER_RUN = 50
+RELAUNCH_AFTER_S = 120
+"""A session the watchdog launched is asked for again only after this long (its run may be
+starting): long enough for a run to start and claim, short enough to try again if it died."""
+
+
+def decode_launched(cursor: str | None, now: float) -> dict[int, float]:
+    """Sessions launched within RELAUNCH_AFTER_S, from the cursor; {} for any other shape
+    (a duplicate launch is only a skipped claim)."""
+    try:
+        entries = json.loads(cursor or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(entries, dict):
+        return {}
+    launched: dict[int, float] = {}
+    for key, at in entries.items():
+        if key.isdigit() and isinstance(at, int | float) and now - at < RELAUNCH_AFTER_S:
+            launched[int(key)] = float(at)
+    return launched
+
+
+def _chunks(sessions: Sequence[DueSession], size: int) -> list[Sequence[DueSession]]:
+    return [sessions[i : i + size] for i in range(0, len(sessions), size)]
+
+
+def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
+    @sensor(
+        name="join_link_watchdog_sensor",
+        job=shared_job,
+        minimum_interval_seconds=WATCHDOG_INTERVAL_S,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Claims, through shared runs, every due session no live attempt holds "
+        "75 s after its time, whatever became of its event.",
+    )
+    def join_link_watchdog_sensor(
+        context: SensorEvaluationContext, database: DatabaseResource
+    ) -> SensorResult | SkipReason:
+        if not scheduler_enabled():
+            return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")
+        now = time.time()
+        launched = decode_launched(context.cursor, now)
+        due = database.repository().find_unattended(WATCHDOG_BATCH)
+        fresh = [s for s in due if s.id not in launched]
+        if not fresh:
+            waiting = f" ({len(due)} launched lately, not yet claimed)" if due else ""
+            return SensorResult(
+                skip_reason=f"no unattended due session{waiting}", cursor=json.dumps(launched)
+            )
+        launched.update({s.id: now for s in fresh})
+        requests = [
+            shared_run_request(
+                [SessionOptions(s.id, actor_user_id=s.actor_user_id) for s in chunk],
+                Trigger.WATCHDOG,
+                Lane.RECOVERY,
+            )
+            for chunk in _chunks(fresh, SESSIONS_PER_RUN)
+        ]
+        context.log.info(f"unattended due sessions: {[s.id for s in fresh]}")
+        return SensorResult(run_requests=requests, cursor=json.dumps(launched))
+
+    return join_link_watchdog_sensor
