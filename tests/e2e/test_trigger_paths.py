@@ -63,11 +63,11 @@ def test_event_fires_and_completes(engine: Engine, start_stack: Callable[..., St
 def test_a_near_time_completes_through_a_direct_run(
     engine: Engine, start_stack: Callable[..., Stack]
 ) -> None:
-    """40 s ahead is too near for EventBridge (one-minute precision): no schedule, no message;
+    """12 s ahead is too near for EventBridge (one-minute precision): no schedule, no message;
     the sync sensor launches the generation run once the time is due."""
     stack = start_stack()
     sid = _session(engine)
-    at = datetime.now(UTC) + timedelta(seconds=40)
+    at = datetime.now(UTC) + timedelta(seconds=12)
     assert stack.patch(sid, at).status_code == 200
 
     row = stack.wait_for(sid, "COMPLETED", timeout=150)

@@ -1,0 +1,591 @@
+"""Hung parts and crashed hosts (DESIGN.md, pinned), on real PostgreSQL, the served app and a
+real Dagster instance: a silent EventBridge never holds the admin, an exhausted pool is 503,
+near times go direct whatever a sync run does, the watchdog claims what no live attempt
+holds, every run is bounded, resync writes only valid messages, /metrics shows only what it
+read, and no accepted time gives 500 under any client time zone."""
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
+    RunRequest,
+    SensorResult,
+    SkipReason,
+    build_sensor_context,
+)
+from sqlalchemy import Engine, func, select, text, update
+
+import web.app
+import web.routes
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.adapters.tables import program_session, schedule_outbox
+from jlg_pipeline.definitions import build_definitions
+from jlg_pipeline.domain.messages import parse_message
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.orchestration.jobs import build_generation_job, build_shared_generation_job
+from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.schedule_sync import (
+    build_schedule_sync_sensor,
+    join_link_schedule_sync_job,
+)
+from jlg_pipeline.orchestration.tags import MAX_RUNTIME_TAG
+from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
+from jlg_pipeline.services.program_session import ProgramSessionService
+from tests.integration.test_schedule_sync import _schedule, _sync
+from tests.support.factories import create_session, force_state, session_row
+from tests.support.fakes import FakeScheduler, RecordingRegistrar
+from tests.support.web import (
+    ROLE_ARN,
+    SECRET,
+    Aws,
+    admin_headers,
+    client_for,
+    settings_for,
+)
+
+S = LinkGenerationStatus
+ROOT = Path(__file__).resolve().parents[2]
+GENERATION = build_generation_job()
+SHARED = build_shared_generation_job(retry_delay_seconds=0.01)
+SYNC_SENSOR = build_schedule_sync_sensor(GENERATION)
+WATCHDOG = build_watchdog_sensor(SHARED)
+
+
+@pytest.fixture(autouse=True)
+def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
+
+
+class SilentEndpoint:
+    """A TCP endpoint that accepts every connection and never answers: a hung AWS."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        self._listener.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._held.append(conn)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for conn in self._held:
+            conn.close()
+        self._listener.close()
+
+
+@pytest.fixture
+def silent_aws() -> Iterator[SilentEndpoint]:
+    endpoint = SilentEndpoint()
+    try:
+        yield endpoint
+    finally:
+        endpoint.close()
+
+
+def _serve(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "uvicorn"),
+                "--factory",
+                "web.app:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise AssertionError(f"the app did not start:\n{log.read_text()}")
+
+
+def _p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1]
+
+
+def test_a_silent_eventbridge_never_holds_the_admin(
+    engine: Engine, db_url: str, aws: Aws, silent_aws: SilentEndpoint, tmp_path: Path
+) -> None:
+    """4 PATCH/s for 15 s against the app served by uvicorn while EventBridge accepts and
+    never answers: every PATCH 200, reads and /readyz stay fast, nothing is 5xx; once AWS
+    answers again the sync applies every session's newest change."""
+    sessions = [create_session(engine) for _ in range(20)]
+    env = {
+        **os.environ,
+        "JLG_DATABASE_URL": db_url,
+        "JLG_JWT_SECRET": SECRET,
+        "ENABLE_JOIN_LINK_SCHEDULER": "true",
+        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": ROLE_ARN,
+        "AWS_ENDPOINT_URL": silent_aws.url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    process, url = _serve(env, tmp_path / "web.log")
+    patches: list[int] = []
+    reads: list[tuple[str, int, float]] = []
+    newest: dict[int, datetime] = {}
+    stop = threading.Event()
+
+    def read_all() -> None:
+        with httpx.Client(base_url=url, headers=admin_headers(), timeout=30) as http:
+            while not stop.is_set():
+                for path in (f"/program-session/{sessions[0]}/link-generation", "/readyz"):
+                    started = time.monotonic()
+                    status = http.get(path).status_code
+                    reads.append((path, status, time.monotonic() - started))
+                stop.wait(0.1)
+
+    def patch(i: int, client: httpx.Client) -> None:
+        sid = sessions[i % len(sessions)]
+        at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1, minutes=i)
+        newest[sid] = at
+        response = client.patch(
+            f"/program-session/{sid}/link-generation", json={"linkGenerationAt": at.isoformat()}
+        )
+        patches.append(response.status_code)
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    try:
+        with httpx.Client(base_url=url, headers=admin_headers(), timeout=60) as client:
+            threads = []
+            for i in range(60):
+                thread = threading.Thread(target=patch, args=(i, client))
+                thread.start()
+                threads.append(thread)
+                time.sleep(0.25)
+            for thread in threads:
+                thread.join(timeout=60)
+    finally:
+        stop.set()
+        reader.join(timeout=60)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+    assert patches == [200] * 60
+    assert all(status < 500 for _, status, _ in reads), sorted({s for _, s, _ in reads})
+    for path in (f"/program-session/{sessions[0]}/link-generation", "/readyz"):
+        latencies = [seconds for p, _, seconds in reads if p == path]
+        assert len(latencies) > 50
+        assert _p95(latencies) <= 1.0, f"{path}: p95 {_p95(latencies):.2f} s"
+    with engine.connect() as conn:
+        pending = conn.execute(select(func.count()).select_from(schedule_outbox)).scalar_one()
+    assert pending == len(sessions), "every change is still pending, none lost"
+    # The app stopped with calls still hanging: their leases end APPLY_LEASE later (what an
+    # applier that dies holding a change costs, tested on its own); let that time pass.
+    with engine.begin() as conn:
+        conn.execute(update(schedule_outbox).values(held_until=text("now() - interval '1 s'")))
+
+    _sync(engine, aws).sync()
+
+    for sid, at in newest.items():
+        schedule = _schedule(aws, sid)
+        assert schedule is not None
+        assert schedule["ScheduleExpression"] == f"at({at:%Y-%m-%dT%H:%M:%S})"
+
+
+def test_an_exhausted_pool_is_503(
+    db_url: str, aws: Aws, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = create_session(engine)
+    monkeypatch.setattr(web.app, "POOL_TIMEOUT_S", 0.3)
+    with client_for(settings_for(db_url, aws.queue_arn)) as http:
+        held = [http.app.state.engine.connect() for _ in range(10)]  # type: ignore[attr-defined]
+        try:
+            for path in (f"/program-session/{sid}/link-generation", "/readyz"):
+                response = http.get(path, headers=admin_headers())
+                assert response.status_code == 503, response.text
+                assert response.json()["error"]["message"] == (
+                    "the database is unavailable; try again shortly"
+                )
+        finally:
+            for conn in held:
+                conn.close()
+        assert http.get("/readyz").status_code == 200
+
+
+def test_a_far_future_time_is_200_whatever_the_client_time_zone(
+    db_url: str, aws: Aws, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGTZ", "Asia/Tokyo")
+    sid = create_session(engine)
+    with client_for(settings_for(db_url, aws.queue_arn), aws.scheduler) as http:
+        path = f"/program-session/{sid}/link-generation"
+        body = {"linkGenerationAt": "9999-12-31T23:59:59Z"}
+        response = http.patch(path, headers=admin_headers(), json=body)
+        assert response.status_code == 200, response.text
+        assert response.json()["data"]["linkGenerationAt"] == "9999-12-31T23:59:59.000Z"
+        assert http.get(path, headers=admin_headers()).status_code == 200
+        listing = http.get("/program-session/link-generation", headers=admin_headers())
+        assert listing.status_code == 200
+
+
+class SkewedClock:
+    """``datetime`` as seen by an app host whose clock is ``skew`` off the database's."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self._skew = skew
+
+    def now(self, tz: Any = None) -> datetime:
+        return datetime.now(tz) + self._skew
+
+
+@pytest.mark.parametrize("skew", [timedelta(hours=-1), timedelta(hours=1)])
+def test_the_database_clock_alone_decides_in_the_future(
+    db_url: str, aws: Aws, engine: Engine, monkeypatch: pytest.MonkeyPatch, skew: timedelta
+) -> None:
+    """The app host's clock is an hour off: a time just past is still refused, one just ahead
+    is still accepted, as the clock that decides "due" (the database's) says."""
+    monkeypatch.setattr(web.routes, "datetime", SkewedClock(skew), raising=False)
+    sid = create_session(engine)
+    path = f"/program-session/{sid}/link-generation"
+    with client_for(settings_for(db_url, aws.queue_arn), aws.scheduler) as http:
+        past = datetime.now(UTC) - timedelta(seconds=30)
+        refused = http.patch(
+            path, headers=admin_headers(), json={"linkGenerationAt": past.isoformat()}
+        )
+        assert refused.status_code == 400
+        assert "in the future" in refused.json()["error"]["message"]
+        ahead = datetime.now(UTC) + timedelta(minutes=5)
+        accepted = http.patch(
+            path, headers=admin_headers(), json={"linkGenerationAt": ahead.isoformat()}
+        )
+        assert accepted.status_code == 200, accepted.text
+    assert session_row(engine, sid)["link_generation_at"] is not None
+
+
+def _sensor_tick(
+    sensor: Any, instance: DagsterInstance, db_url: str, cursor: str | None = None
+) -> Any:
+    resources = {"database": DatabaseResource(url=db_url, watchdog_grace_ms=1000)}
+    with build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        return sensor(context)
+
+
+def _requests(result: SensorResult | SkipReason) -> list[RunRequest]:
+    return list(result.run_requests or []) if isinstance(result, SensorResult) else []
+
+
+def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
+    engine: Engine, db_url: str
+) -> None:
+    """A sync run STARTED with no process behind it (its host died): the sensor still decides
+    the near time direct in the database and launches it when due, and says what a new sync
+    waits for."""
+    far, near = create_session(engine), create_session(engine)
+    down = FakeScheduler(error=ConnectionError("AWS down"))
+    service = ProgramSessionService(ProgramSessionRepository(engine), _sync_for(engine, down))
+    service.set_link_generation(far, datetime.now(UTC) + timedelta(days=1), 7)
+    service.set_link_generation(near, datetime.now(UTC) + timedelta(minutes=3), 7)
+    instance = DagsterInstance.ephemeral()
+    zombie = instance.create_run_for_job(
+        join_link_schedule_sync_job, status=DagsterRunStatus.STARTED
+    )
+    with engine.begin() as conn:
+        conn.execute(update(schedule_outbox).values(next_try_at=text("now()")))
+        # Time passes: the near session is now 1 s from its time; nobody applied it.
+        conn.execute(
+            update(schedule_outbox)
+            .where(schedule_outbox.c.program_session_id == near)
+            .values(fire_at=text("now() + interval '1 second'"))
+        )
+        conn.execute(
+            update(program_session)
+            .where(program_session.c.id == near)
+            .values(link_generation_at=text("now() + interval '1 second'"))
+        )
+
+    first = _sensor_tick(SYNC_SENSOR, instance, db_url)
+    assert isinstance(first, SkipReason)
+    assert zombie.run_id in (first.skip_message or "")
+    assert "dagster/max_runtime" in (first.skip_message or "")
+    time.sleep(1.2)
+    [request] = _requests(_sensor_tick(SYNC_SENSOR, instance, db_url))
+    assert request.job_name == "join_link_generation_job"
+    assert request.tags["jlg/trigger"] == "direct"
+    assert request.run_config["ops"]["generate_join_links"]["config"] == {
+        "programSessionId": near,
+        "actorUserId": 7,
+    }
+    assert down.calls == [("upsert", f"join-link-{far}"), ("upsert", f"join-link-{near}")], (
+        "no AWS call decided it"
+    )
+
+
+def _sync_for(engine: Engine, scheduler: Any) -> Any:
+    from jlg_pipeline.domain.schedule import ScheduleTarget
+    from jlg_pipeline.services.schedule_sync import ScheduleSync
+
+    target = ScheduleTarget("arn:aws:sqs:us-east-1:123456789012:jlg-events", ROLE_ARN)
+    return ScheduleSync(ScheduleOutbox(engine), scheduler, target, enabled=True)
+
+
+def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
+    engine: Engine, db_url: str
+) -> None:
+    """No event at all: 75 s (here 1 s) past its time the watchdog asks for a shared run,
+    which claims it through the gate (trigger watchdog, the admin as actor). A session a live
+    attempt holds, a FAILED one (its retries and the sweep take it) and one not yet past the
+    grace are left alone; a session just launched is not asked for twice."""
+    lost, live, failed, early, stale = (create_session(engine) for _ in range(5))
+    service = ProgramSessionService(
+        ProgramSessionRepository(engine), _sync_for(engine, FakeScheduler())
+    )
+    service.set_link_generation(lost, datetime.now(UTC) + timedelta(days=1), 42)
+    force_state(engine, lost, S.SCHEDULED, at_offset=timedelta(seconds=-5))
+    force_state(engine, live, S.IN_PROGRESS, at_offset=timedelta(seconds=-5))
+    force_state(engine, failed, S.FAILED, at_offset=timedelta(seconds=-5))
+    force_state(engine, early, S.SCHEDULED, at_offset=timedelta(seconds=-0.2))
+    force_state(
+        engine,
+        stale,
+        S.IN_PROGRESS,
+        at_offset=timedelta(hours=-1),
+        updated_offset=timedelta(minutes=-31),
+    )
+    instance = DagsterInstance.ephemeral()
+
+    result = _sensor_tick(WATCHDOG, instance, db_url)
+
+    [request] = _requests(result)
+    assert request.job_name == "join_link_shared_generation_job"
+    assert request.tags["jlg/trigger"] == "watchdog"
+    assert "jlg/session" not in request.tags, "a zombie holding the session's slot cannot block it"
+    sessions = request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
+    assert sessions == [{"programSessionId": stale}, {"programSessionId": lost, "actorUserId": 42}]
+    again = _sensor_tick(WATCHDOG, instance, db_url, cursor=result.cursor)
+    assert _requests(again) == [], "launched lately: not asked for again"
+
+    registrar = RecordingRegistrar()
+    outcome = SHARED.execute_in_process(
+        run_config=request.run_config,
+        tags=request.tags,
+        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+    )
+
+    assert outcome.success
+    assert {c.session_id: c.actor_user_id for c in registrar.calls} == {lost: 42, stale: None}
+    repository = ProgramSessionRepository(engine)
+    for sid in (lost, stale):
+        assert session_row(engine, sid)["link_generation_status"] == "COMPLETED"
+        [newest, *_] = repository.attempts(sid)
+        assert (newest.trigger, newest.run_id) == ("watchdog", outcome.run_id)
+    for sid, status in ((live, "IN_PROGRESS"), (failed, "FAILED"), (early, "SCHEDULED")):
+        assert session_row(engine, sid)["link_generation_status"] == status
+
+
+def test_the_watchdog_is_off_with_the_scheduler(
+    engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "false")
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
+    result = _sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)
+    assert isinstance(result, SkipReason)
+
+
+def test_a_shared_run_retries_only_the_session_that_failed_retryably(
+    engine: Engine, db_url: str
+) -> None:
+    from jlg_pipeline.domain.errors import RegistrarUnavailable
+    from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+
+    ok, flaky = create_session(engine), create_session(engine)
+    for sid in (ok, flaky):
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-2))
+
+    class FailsOnce(RecordingRegistrar):
+        def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+            if request.session_id == flaky and not any(c.session_id == flaky for c in self.calls):
+                self.calls.append(request)
+                raise RegistrarUnavailable("bulkRegister answered 503")
+            return super().bulk_register(request)
+
+    registrar = FailsOnce()
+    config = {"sessions": [{"programSessionId": ok}, {"programSessionId": flaky}]}
+    outcome = SHARED.execute_in_process(
+        run_config={"ops": {"generate_join_links_shared": {"config": config}}},
+        tags={"jlg/trigger": "watchdog"},
+        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+    )
+    assert outcome.success
+    assert [c.session_id for c in registrar.calls].count(ok) == 1, "never twice for the others"
+    assert [c.session_id for c in registrar.calls].count(flaky) == 2
+    for sid in (ok, flaky):
+        assert session_row(engine, sid)["link_generation_status"] == "COMPLETED"
+    outcomes = [a.outcome.value for a in ProgramSessionRepository(engine).attempts(flaky)]
+    assert outcomes == ["COMPLETED", "FAILED"]
+
+
+def test_every_run_the_code_location_asks_for_is_bounded() -> None:
+    """Each job's tags carry dagster/max_runtime within the pinned limits (15 min for the
+    sync, 3 h for any other), so every run of it does, sensor, schedule or hand launch."""
+    defs = build_definitions(
+        {"JLG_DATABASE_URL": "postgresql://u@127.0.0.1/db", "JLG_SQS_QUEUE_URL": "http://q"}
+    )
+    repository = defs.get_repository_def()
+    limits = {"join_link_schedule_sync_job": 15 * 60}
+    jobs = repository.get_all_jobs()
+    assert {j.name for j in jobs} >= {
+        "join_link_generation_job",
+        "join_link_shared_generation_job",
+        "join_link_fallback_sweep_job",
+        "join_link_backfill_job",
+        "join_link_schedule_sync_job",
+        "join_link_dagster_prune_job",
+    }
+    for job_def in jobs:
+        if job_def.name.startswith("__"):
+            continue
+        bound = float(job_def.tags[MAX_RUNTIME_TAG])
+        assert 0 < bound <= limits.get(job_def.name, 3 * 3600), job_def.name
+        assert job_def.tags.get("jlg/lane"), job_def.name
+    for sensor_def in repository.sensor_defs:
+        for target in sensor_def.targets:
+            assert MAX_RUNTIME_TAG in repository.get_job(target.job_name).tags
+    for schedule_def in repository.schedule_defs:
+        assert MAX_RUNTIME_TAG in repository.get_job(schedule_def.job_name).tags
+
+
+def test_resync_names_the_admin_never_a_host_write_of_updated_by(engine: Engine, aws: Aws) -> None:
+    armed, zero, huge, direct = (create_session(engine) for _ in range(4))
+    sync = _sync(engine, aws)
+    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    for sid in (armed, zero, huge):
+        service.set_link_generation(sid, datetime.now(UTC) + timedelta(days=1), 42)
+    service.set_link_generation(direct, datetime.now(UTC) + timedelta(seconds=50), 42)
+    assert _schedule(aws, direct) is None
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE hdb_program_session ALTER COLUMN updated_by TYPE bigint"))
+        # A host application writes updated_by itself: 0, or a bigint beyond any user id.
+        for sid, written in ((zero, 0), (huge, 2**40)):
+            conn.execute(
+                text("UPDATE hdb_program_session SET updated_by = :by WHERE id = :id"),
+                {"by": written, "id": sid},
+            )
+    never_armed_by_us = create_session(engine)
+    force_state(engine, never_armed_by_us, S.SCHEDULED, at_offset=timedelta(days=2))
+
+    assert sync.resync() == 4, "the direct change stays direct"
+    with engine.connect() as conn:
+        [direct_row] = conn.execute(
+            select(schedule_outbox).where(schedule_outbox.c.program_session_id == direct)
+        ).all()
+    assert direct_row.direct is True
+    sync.sync()
+
+    for sid, actor in ((armed, 42), (zero, 42), (huge, 42), (never_armed_by_us, None)):
+        schedule = _schedule(aws, sid)
+        assert schedule is not None
+        message = parse_message(schedule["Target"]["Input"])
+        assert message.data.actorUserId == actor
+
+
+def test_resync_of_thousands_still_launches_a_near_one_on_time(engine: Engine, db_url: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO hdb_program_session (program_id, link_generation_at, "
+                "link_generation_status) SELECT 1, now() + interval '1 day' + g * interval '1 s', "
+                "'SCHEDULED' FROM generate_series(1, 3000) AS g"
+            )
+        )
+    near = create_session(engine)
+    force_state(engine, near, S.SCHEDULED, at_offset=timedelta(seconds=2))
+    hung = FakeScheduler(error=TimeoutError("AWS answers nothing"))
+    sync = _sync_for(engine, hung)
+    assert sync.resync() == 3001
+
+    instance = DagsterInstance.ephemeral()
+    _sensor_tick(SYNC_SENSOR, instance, db_url)
+    deadline = time.monotonic() + 10
+    launched: list[RunRequest] = []
+    while not launched and time.monotonic() < deadline:
+        time.sleep(0.5)
+        launched = [
+            r
+            for r in _requests(_sensor_tick(SYNC_SENSOR, instance, db_url))
+            if r.job_name == "join_link_generation_job"
+        ]
+    [request] = launched
+    assert request.tags["jlg/session"] == str(near)
+    assert hung.calls == [], "decided without AWS, ahead of 3,000 pending changes"
+
+
+def test_metrics_show_no_figure_they_did_not_read(db_url: str, aws: Aws, engine: Engine) -> None:
+    down = settings_for("postgresql+psycopg://postgres@127.0.0.1:1/none", aws.queue_arn)
+    with client_for(down) as http:
+        text_down = http.get("/metrics").text
+    assert "jlg_program_sessions" not in text_down
+    assert "jlg_overdue_sessions" not in text_down
+    assert "jlg_database_reading_timestamp_seconds" not in text_down
+    assert "jlg_http_requests" in text_down
+
+    with client_for(settings_for(db_url, aws.queue_arn)) as http:
+        before = time.time()
+        figures = http.app.state.figures  # type: ignore[attr-defined]
+        figures.refresh()
+        lines = _metric_lines(http.get("/metrics").text)
+        read_at = float(lines["jlg_database_reading_timestamp_seconds"])
+        assert before <= read_at <= time.time()
+        assert "jlg_overdue_sessions" in lines
+        figures._read = _raise  # the database goes away
+        time.sleep(0.05)
+        figures.refresh()
+        stale = _metric_lines(http.get("/metrics").text)
+    assert float(stale["jlg_database_reading_timestamp_seconds"]) == read_at, "its age shows"
+
+
+def _raise() -> Any:
+    raise ConnectionError("database gone")
+
+
+def _metric_lines(body: str) -> dict[str, str]:
+    return dict(
+        line.rsplit(" ", 1) for line in body.splitlines() if line and not line.startswith("#")
+    )
