@@ -33,9 +33,11 @@ WATCHDOG_INTERVAL_S = 15
 WATCHDOG_BATCH = 200
 """Sessions one tick takes at most; the next tick takes more."""
 SESSIONS_PER_RUN = 50
-RELAUNCH_AFTER_S = 120
+RELAUNCH_AFTER_S = 60
 """A session the watchdog launched is asked for again only after this long (its run may be
-starting): long enough for a run to start and claim, short enough to try again if it died."""
+starting): a run starts and claims in seconds, and trying again soon after a run died (its
+host with it) keeps the session within 2 minutes; a run that was only slow to start costs a
+skipped claim."""
 
 
 def decode_launched(cursor: str | None, now: float) -> dict[int, float]:
