@@ -92,12 +92,21 @@ class DatabaseCollector(Collector):
         )
         attempts = CounterMetricFamily(
             "jlg_generation_attempts",
-            "Generation attempts (claims) by trigger and outcome",
+            "Closed generation attempts (claims) by trigger and outcome; a closed outcome "
+            "never changes, so these only grow",
             labels=["trigger", "outcome"],
         )
         for (trigger, outcome), count in sorted(snapshot.attempts.items()):
             attempts.add_metric([trigger, outcome], count)
         yield attempts
+        open_attempts = GaugeMetricFamily(
+            "jlg_generation_attempts_open",
+            "Generation attempts under way (IN_PROGRESS), by trigger",
+            labels=["trigger"],
+        )
+        for trigger, count in sorted(snapshot.open_attempts.items()):
+            open_attempts.add_metric([trigger], count)
+        yield open_attempts
         lag = HistogramMetricFamily(
             "jlg_generation_lag_seconds",
             "How late each closed attempt was claimed after its session's time",

@@ -25,7 +25,10 @@ class MetricsSnapshot:
     overdue: int = 0
     """Not deleted, SCHEDULED, FAILED or IN_PROGRESS, due more than 5 minutes ago."""
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Attempts by (trigger, outcome)."""
+    """Closed attempts by (trigger, outcome): a closed outcome never changes, so these only
+    grow."""
+    open_attempts: dict[str, int] = field(default_factory=dict)
+    """Attempts still IN_PROGRESS, by trigger."""
     lag_buckets: tuple[int, ...] = ()
     """Closed attempts whose lag is at most each of LAG_BUCKETS_S (cumulative)."""
     lag_sum: float = 0.0
@@ -61,6 +64,12 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
                 attempts.c.trigger, attempts.c.outcome
             )
         ).all()
+        # The open ones, read from the partial index of open attempts.
+        open_by_trigger = conn.execute(
+            select(attempts.c.trigger, func.count())
+            .where(attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value)
+            .group_by(attempts.c.trigger)
+        ).all()
         lags = conn.execute(
             select(
                 *(func.count().filter(lag <= bound) for bound in LAG_BUCKETS_S),
@@ -72,7 +81,12 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
     return MetricsSnapshot(
         by_status={str(k): int(v) for k, v in by_status.items()},
         overdue=int(overdue),
-        attempts={(str(t), str(o)): int(n) for t, o, n in by_outcome},
+        attempts={
+            (str(t), str(o)): int(n)
+            for t, o, n in by_outcome
+            if o != AttemptOutcome.IN_PROGRESS.value
+        },
+        open_attempts={str(t): int(n) for t, n in open_by_trigger},
         lag_buckets=tuple(int(n) for n in lags[: len(LAG_BUCKETS_S)]),
         lag_sum=float(lags[-2]),
         lag_count=int(lags[-1]),

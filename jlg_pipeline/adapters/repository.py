@@ -387,7 +387,10 @@ class ProgramSessionRepository:
 
     def _mark_statement(self, status: S, recorded: dict[str, Any], **values: Any) -> Select[Any]:
         """The fenced mark, and the attempt's record closed by the same statement: with the
-        mark's outcome when it landed, SUPERSEDED when the attempt was fenced out."""
+        mark's outcome when it landed, SUPERSEDED when the attempt was fenced out. A record
+        already closed (RECLAIMED while this attempt's bulkRegister still ran) keeps its
+        outcome and time; the late result (job id, total or error) is kept on it, so two
+        bulkRegister jobs in one cycle stay visible and no counter falls."""
         marked = (
             update(ps)
             .where(
@@ -399,6 +402,7 @@ class ProgramSessionRepository:
             .returning(ps.c.id)
             .cte("marked")
         )
+        still_open = attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value
         closed = (
             update(attempts)
             .where(
@@ -407,10 +411,11 @@ class ProgramSessionRepository:
             )
             .values(
                 outcome=case(
-                    (select(marked.c.id).exists(), status.value),
-                    else_=AttemptOutcome.SUPERSEDED.value,
+                    (and_(still_open, select(marked.c.id).exists()), status.value),
+                    (still_open, AttemptOutcome.SUPERSEDED.value),
+                    else_=attempts.c.outcome,
                 ),
-                finished_at=func.now(),
+                finished_at=func.coalesce(attempts.c.finished_at, func.now()),
                 **recorded,
             )
             .cte("closed")
@@ -554,29 +559,38 @@ class ProgramSessionRepository:
         """The session's intent history (every admin set/clear), newest first."""
         return read_changes(self._engine, session_id, limit)
 
+    def _in_window(self, start: datetime, end: datetime) -> ColumnElement[bool]:
+        start = validation.aware_datetime(start, "start")
+        end = validation.aware_datetime(end, "end")
+        return and_(
+            ps.c.deleted_at.is_(None),
+            ps.c.link_generation_status != S.COMPLETED.value,
+            ps.c.link_generation_at >= start,
+            ps.c.link_generation_at < end,
+            self._due(),
+            self._claimable(),
+        )
+
     def find_due_in_window(
         self, start: datetime, end: datetime, limit: int
     ) -> Sequence[DueSession]:
         """Backfill candidates: ``link_generation_at`` in [start, end), due, claimable and
         not deleted (so never COMPLETED, inv-03); oldest first, at most ``limit``."""
-        start = validation.aware_datetime(start, "start")
-        end = validation.aware_datetime(end, "end")
         statement = (
             select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
-            .where(
-                ps.c.deleted_at.is_(None),
-                ps.c.link_generation_status != S.COMPLETED.value,
-                ps.c.link_generation_at >= start,
-                ps.c.link_generation_at < end,
-                self._due(),
-                self._claimable(),
-            )
+            .where(self._in_window(start, end))
             .order_by(ps.c.link_generation_at, ps.c.id)
             .limit(validation.positive_limit(limit))
         )
         with translate_errors("finding sessions to backfill"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [_due_session(r) for r in rows]
+
+    def count_due_in_window(self, start: datetime, end: datetime) -> int:
+        """How many sessions :meth:`find_due_in_window` would return unlimited."""
+        statement = select(func.count()).select_from(ps).where(self._in_window(start, end))
+        with translate_errors("counting sessions to backfill"), self._engine.connect() as conn:
+            return int(conn.execute(statement).scalar_one())
 
     def attempts(self, session_id: int, limit: int = 50) -> list[AttemptRecord]:
         """The session's attempt history, newest first, at most ``limit``."""

@@ -90,7 +90,7 @@ def test_a_stale_reclaim_closes_the_abandoned_attempt(engine: Engine) -> None:
     assert _open(engine, sid) == 1
 
 
-def test_a_fenced_zombie_closes_its_own_record_superseded_and_nothing_else(
+def test_a_zombies_late_result_is_kept_on_its_own_record_whose_outcome_stays(
     engine: Engine,
 ) -> None:
     repository, sid, zombie, successor = _reclaimed(engine)
@@ -104,7 +104,8 @@ def test_a_fenced_zombie_closes_its_own_record_superseded_and_nothing_else(
         "job-new",
         10,
     )
-    assert (old.outcome, old.job_id, old.total) == (AttemptOutcome.SUPERSEDED, "job-old", 9)
+    # Closed RECLAIMED when it was taken over: that stays; its bulkRegister job is kept on it.
+    assert (old.outcome, old.job_id, old.total) == (AttemptOutcome.RECLAIMED, "job-old", 9)
 
 
 def test_the_claim_race_has_one_winner_and_one_open_record(engine: Engine) -> None:
