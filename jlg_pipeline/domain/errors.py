@@ -2,6 +2,8 @@
 classification are decided from these types in one place each (``web`` and
 :func:`is_retryable`)."""
 
+from datetime import datetime
+
 
 class JlgError(Exception):
     """Base of every error this project raises on purpose."""
@@ -74,12 +76,15 @@ class GenerationFailed(JlgError):
         attempt: int,
         retryable: bool,
         retry_after_s: float | None = None,
+        cycle: datetime | None = None,
     ) -> None:
         super().__init__(message)
         self.session_id = session_id
         self.attempt = attempt
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+        self.cycle = cycle
+        """The ``link_generation_at`` the failed claim generated for."""
 
 
 class RetryableGenerationFailed(GenerationFailed):

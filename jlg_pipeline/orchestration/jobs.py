@@ -7,6 +7,7 @@ Every one calls ``generate_for_session`` and nothing else generates (TRD dec-09)
 
 import statistics
 import time
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -47,7 +48,10 @@ from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
     GENERATION_MAX_RUNTIME_S,
     LONG_MAX_RUNTIME_S,
+    NO_CYCLE,
     OUTCOME_TAG,
+    RUNNING_OUTCOME,
+    SESSION_TAG,
     TRIGGER_TAG,
     Lane,
     cycle_id,
@@ -56,6 +60,7 @@ from jlg_pipeline.orchestration.tags import (
 )
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.sweep import (
+    BACKFILL_LIMIT,
     FAILED,
     backfill_window,
     generate_each,
@@ -66,11 +71,20 @@ from jlg_pipeline.services.sweep import (
 RETRY_DELAY_SECONDS = 10.0
 # The longest Retry-After honoured: the run waits in its process, holding a run slot.
 MAX_RETRY_AFTER_SECONDS = 300.0
-BACKFILL_START_DATE = "2026-01-01"
-# end_offset=1: today's partition exists too, so a session due this morning can be backfilled.
-backfill_partitions = DailyPartitionsDefinition(
-    start_date=BACKFILL_START_DATE, timezone="UTC", end_offset=1
-)
+BACKFILL_DAYS = 30
+
+
+def backfill_partitions_from(today: date) -> DailyPartitionsDefinition:
+    """The last BACKFILL_DAYS days through today (UTC): end_offset=1 makes today's partition
+    exist, so a session due this morning can be backfilled. The window starts when the code
+    location loads, as Dagster's run retention does (JLG_DAGSTER_RETENTION_DAYS, 30): the
+    partitions page shows days that can still have work, not every day since the project
+    began as "missing"."""
+    start = today - timedelta(days=BACKFILL_DAYS)
+    return DailyPartitionsDefinition(start_date=start.isoformat(), timezone="UTC", end_offset=1)
+
+
+backfill_partitions = backfill_partitions_from(datetime.now(UTC).date())
 
 
 class GenerateJoinLinksConfig(Config):
@@ -88,17 +102,40 @@ class SweepConfig(Config):
     batchLimit: int = FALLBACK_BATCH_LIMIT
 
 
+class BackfillConfig(Config):
+    limit: int = BACKFILL_LIMIT
+    """Sessions one partition's run takes at most; its metadata's left_behind counts the rest."""
+
+
 FAILED_OUTCOME = FAILED
 
 
+def _tag_start(
+    context: OpExecutionContext, session_id: int | None, default: Trigger = Trigger.MANUAL
+) -> Trigger:
+    """Name the run's own story before it generates: its session (hand launches too) and
+    trigger (``manual`` for a person's re-execution), and no outcome copied from a parent."""
+    trigger = trigger_of(context.run.tags, default)
+    tags = {TRIGGER_TAG: trigger.value}
+    if session_id is not None:
+        tags[SESSION_TAG] = str(session_id)
+    if OUTCOME_TAG in context.run.tags:
+        tags[OUTCOME_TAG] = RUNNING_OUTCOME
+    context.instance.add_run_tags(context.run_id, tags)
+    return trigger
+
+
 def _tag_outcome(
-    context: OpExecutionContext, outcome: str, generated: GenerationOutcome | None = None
+    context: OpExecutionContext, outcome: str, session_id: int, cycle: datetime | None
 ) -> None:
     """Show in the Runs list what the run did (a skipped run also says Success) and which
-    cycle it generated for: every cycle of a session shares its correlation id."""
+    cycle it claimed, failed runs included: every cycle of a session shares its correlation
+    id. A run that claimed nothing drops a cycle its parent's tags gave it."""
     tags = {OUTCOME_TAG: outcome}
-    if generated is not None and generated.cycle is not None:
-        tags[CYCLE_TAG] = cycle_id(generated.session_id, generated.cycle)
+    if cycle is not None:
+        tags[CYCLE_TAG] = cycle_id(session_id, cycle)
+    elif CYCLE_TAG in context.run.tags:
+        tags[CYCLE_TAG] = NO_CYCLE
     context.instance.add_run_tags(context.run_id, tags)
 
 
@@ -159,23 +196,25 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         database: DatabaseResource,
         registrar: ResourceParam[BulkRegistrar],
     ) -> Output[None]:
+        session_id = config.programSessionId
+        trigger = _tag_start(context, session_id)
         try:
             outcome = generate_for_session(
-                config.programSessionId,
+                session_id,
                 repository=database.repository(),
                 registrar=registrar,
-                trigger=trigger_of(context.run.tags),
+                trigger=trigger,
                 role=config.role,
                 batch_size=config.batchSize,
                 actor_user_id=config.actorUserId,
                 run_id=context.run_id,
             )
         except InvalidInput as exc:
-            _tag_outcome(context, FAILED_OUTCOME)
+            _tag_outcome(context, FAILED_OUTCOME, session_id, None)
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
         except GenerationFailed as exc:
             # A retry that then succeeds replaces it: the tag says how the run ended.
-            _tag_outcome(context, FAILED_OUTCOME)
+            _tag_outcome(context, FAILED_OUTCOME, session_id, exc.cycle)
             if exc.retryable and exc.retry_after_s is not None:
                 # The service said when to come back (429/503 Retry-After): wait that long,
                 # bounded, within the same retry budget as the RetryPolicy.
@@ -193,7 +232,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
                 },
                 allow_retries=exc.retryable,
             ) from exc
-        _tag_outcome(context, outcome.result.value, outcome)
+        _tag_outcome(context, outcome.result.value, session_id, outcome.cycle)
         return Output(None, metadata=_outcome_metadata(outcome))
 
     @job(
@@ -225,7 +264,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         registrar: ResourceParam[BulkRegistrar],
     ) -> Output[None]:
         repository = database.repository()
-        trigger = trigger_of(context.run.tags, default=Trigger.WATCHDOG)
+        trigger = _tag_start(context, None, Trigger.WATCHDOG)
         options = {s.programSessionId: s for s in config.sessions}
 
         def generate(session_id: int) -> GenerationOutcome:
@@ -293,7 +332,7 @@ def sweep_overdue_sessions_op(
             generate_for_session,
             repository=repository,
             registrar=registrar,
-            trigger=trigger_of(context.run.tags, default=Trigger.CRON),
+            trigger=_tag_start(context, None, Trigger.CRON),
             run_id=context.run_id,
         ),
         config.batchLimit,
@@ -315,6 +354,7 @@ def join_link_fallback_sweep_job() -> None:
 @op(name="backfill_partition_sessions")
 def backfill_partition_sessions(
     context: OpExecutionContext,
+    config: BackfillConfig,
     database: DatabaseResource,
     registrar: ResourceParam[BulkRegistrar],
 ) -> Output[None]:
@@ -327,11 +367,12 @@ def backfill_partition_sessions(
             generate_for_session,
             repository=repository,
             registrar=registrar,
-            trigger=Trigger.BACKFILL,
+            trigger=_tag_start(context, None, Trigger.BACKFILL),
             run_id=context.run_id,
         ),
         window.start,
         window.end,
+        config.limit,
     )
     return _finish(report)
 

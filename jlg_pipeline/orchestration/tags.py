@@ -49,7 +49,21 @@ def cycle_id(session_id: int, link_generation_at: datetime) -> str:
     return f"join-link-{session_id}@{link_generation_at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
+PARENT_RUN_TAG = "dagster/parent_run_id"
+"""Set by Dagster on a re-execution (with the parent's other tags copied)."""
+RETRY_NUMBER_TAG = "dagster/retry_number"
+"""Set by Dagster on an automatic run retry (a re-execution nobody launched by hand)."""
+RUNNING_OUTCOME = "running"
+"""``jlg/outcome`` while a re-execution runs, replacing the outcome copied from its parent."""
+NO_CYCLE = "-"
+"""``jlg/cycle`` of a re-execution that claimed nothing, replacing its parent's."""
+
+
 def trigger_of(tags: Mapping[str, str], default: Trigger = Trigger.MANUAL) -> Trigger:
+    """The run's trigger. A re-execution a person launched is ``manual``, whatever trigger
+    tag it copied from its parent (an automatic run retry keeps its parent's)."""
+    if PARENT_RUN_TAG in tags and RETRY_NUMBER_TAG not in tags:
+        return Trigger.MANUAL
     try:
         return Trigger(tags.get(TRIGGER_TAG, default.value))
     except ValueError:

@@ -159,6 +159,7 @@ def _failed(
         attempt=claim.attempt,
         retryable=retryable,
         retry_after_s=exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None,
+        cycle=claim.link_generation_at,
     )
 
 

@@ -57,17 +57,24 @@ def backfill_window(
     end: datetime,
     limit: int = BACKFILL_LIMIT,
 ) -> SweepReport:
-    """Generate for every due, not-COMPLETED session whose time falls in [start, end)."""
+    """Generate for the due, not-COMPLETED sessions whose time falls in [start, end), at most
+    ``limit``; ``left_behind`` counts the rest (launch the partition again to take them)."""
+    limit = validation.positive_limit(limit, "limit")
+    due_total = repository.count_due_in_window(start, end)
     candidates = repository.find_due_in_window(start, end, limit)
     log_event(
         logger,
         logging.INFO,
         "backfill.found",
         found=len(candidates),
+        due_total=due_total,
+        limit=limit,
         start=start.isoformat(),
         end=end.isoformat(),
     )
-    report = generate_each([c.id for c in candidates], generate, left_behind=0)
+    report = generate_each(
+        [c.id for c in candidates], generate, left_behind=max(due_total - len(candidates), 0)
+    )
     _log_finished("backfill.finished", report)
     return report
 
@@ -125,7 +132,7 @@ def _generate_one(session_id: int, generate: Generate) -> SessionResult:
 def _log_finished(event: str, report: SweepReport) -> None:
     log_event(
         logger,
-        logging.WARNING if report.failed else logging.INFO,
+        logging.WARNING if report.failed or report.left_behind else logging.INFO,
         event,
         found=report.found,
         completed=report.completed,
