@@ -63,6 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings.require_jwt_key()
             if not settings.jwt_secret:
                 raise ConfigError("jlg token signs with JLG_JWT_SECRET (HS256)")
+            if not 0 < args.ttl <= settings.jwt_max_ttl_s:
+                # The API refuses a token whose exp lies further ahead (401).
+                raise ConfigError(
+                    f"--ttl must be from 1 to {settings.jwt_max_ttl_s} seconds "
+                    "(JLG_JWT_MAX_TTL_S): the API refuses tokens that live longer"
+                )
             roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
             print(
                 mint_token(

@@ -93,6 +93,12 @@ def create_app(
                 middleware=auth,
             ),
             Route(
+                "/program-session/{id}/link-generation/changes",
+                routes.link_generation_changes,
+                methods=["GET"],
+                middleware=auth,
+            ),
+            Route(
                 "/program-session/link-generation",
                 routes.list_link_generation,
                 methods=["GET"],

@@ -9,6 +9,7 @@ from pydantic.json_schema import models_json_schema
 from web.envelope import ERRORS
 from web.schemas import (
     AttemptResponse,
+    ChangeResponse,
     ErrorEnvelope,
     LinkGenerationResponse,
     SessionPage,
@@ -142,6 +143,24 @@ def build_openapi() -> dict[str, Any]:
                     },
                 },
             },
+            "/program-session/{id}/link-generation/changes": {
+                "parameters": [session_id, *identity_headers],
+                "get": {
+                    "operationId": "getLinkGenerationChanges",
+                    "summary": "Who changed the session's time, newest first (at most 50)",
+                    "security": [{"bearer": []}],
+                    "responses": {
+                        "200": _ok(
+                            "The changes; [] for a session never armed or cleared through the API",
+                            {
+                                "type": "array",
+                                "items": {"$ref": "#/components/schemas/ChangeResponse"},
+                            },
+                        ),
+                        **_errors(400, 401, 403, 404, 500, 503),
+                    },
+                },
+            },
             "/program-session/link-generation": {
                 "parameters": identity_headers,
                 "get": {
@@ -219,6 +238,7 @@ def build_openapi() -> dict[str, Any]:
                     SetLinkGenerationDto,
                     LinkGenerationResponse,
                     AttemptResponse,
+                    ChangeResponse,
                     SessionPage,
                     ErrorEnvelope,
                 ),

@@ -12,6 +12,7 @@ from web.envelope import success
 from web.schemas import (
     MAX_BODY_BYTES,
     attempt_data,
+    change_data,
     list_item_data,
     parse_listing_query,
     parse_session_id,
@@ -33,6 +34,13 @@ async def link_generation_attempts(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
     records = await run_in_threadpool(request.app.state.sessions.attempts, session_id)
     return success([attempt_data(r) for r in records])
+
+
+@admin_only
+async def link_generation_changes(request: Request) -> Response:
+    session_id = parse_session_id(request.path_params["id"])
+    changes = await run_in_threadpool(request.app.state.sessions.changes, session_id)
+    return success([change_data(c) for c in changes])
 
 
 @admin_only

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, W
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
-from jlg_pipeline.domain.models import AttemptRecord, LinkGenerationState
+from jlg_pipeline.domain.models import AttemptRecord, IntentChange, LinkGenerationState
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from web.envelope import utc_z
 
@@ -51,7 +51,7 @@ class AttemptResponse(BaseModel):
     """One claim of the session and how it ended; ``lagMs`` = claimedAt - the cycle's time."""
 
     attempt: int
-    trigger: str = Field(description="event, cron, backfill, manual or direct")
+    trigger: str = Field(description="event, cron, backfill, manual, direct or watchdog")
     runId: str | None = Field(description="The Dagster run that claimed, when one did")
     claimedAt: str
     finishedAt: str | None
@@ -60,6 +60,15 @@ class AttemptResponse(BaseModel):
     total: int | None
     error: str | None
     lagMs: int
+
+
+class ChangeResponse(BaseModel):
+    """One admin set or clear of the session's time, as recorded with the UPDATE."""
+
+    changedAt: str
+    actorUserId: int | None = Field(description="The admin (the token's sub)")
+    linkGenerationAt: str | None = Field(description="The time set; null for a clear")
+    previousLinkGenerationAt: str | None = Field(description="The time it replaced")
 
 
 class SessionListItem(BaseModel):
@@ -112,6 +121,15 @@ def attempt_data(record: AttemptRecord) -> dict[str, Any]:
         "error": record.error,
         "lagMs": round(record.lag.total_seconds() * 1000),
     }
+
+
+def change_data(change: IntentChange) -> dict[str, Any]:
+    return ChangeResponse(
+        changedAt=utc_z(change.changed_at) or "",
+        actorUserId=change.actor_user_id,
+        linkGenerationAt=utc_z(change.link_generation_at),
+        previousLinkGenerationAt=utc_z(change.previous_link_generation_at),
+    ).model_dump()
 
 
 def list_item_data(state: LinkGenerationState) -> dict[str, Any]:

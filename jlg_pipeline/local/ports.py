@@ -19,7 +19,11 @@ def free_port() -> int:
 
 
 def require_free(port: int, what: str) -> None:
+    """ConfigError unless ``port`` can be listened on. A port whose last connection is still
+    in TIME_WAIT (a stack stopped a minute ago) counts as free, as it does for the servers,
+    which all bind with SO_REUSEADDR."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
