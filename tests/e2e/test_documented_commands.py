@@ -30,7 +30,7 @@ def documented_commands() -> list[str]:
             joined = re.sub(r"\\\n\s*", " ", block)
             for line in joined.splitlines():
                 line = re.sub(r"\s+#.*$", "", line.strip())
-                if line.startswith((".venv/bin/dagster", ".venv/bin/jlg", "curl ")):
+                if line.startswith((".venv/bin/dagster", ".venv/bin/jlg", "curl ", "psql ")):
                     commands.append(line)
     return commands
 
@@ -58,6 +58,7 @@ def test_every_documented_command_works_as_printed(
         ".venv/bin/jlg schedules resync",
     } <= kinds, commands
     assert any(c.startswith("curl ") for c in commands)
+    assert any(c.startswith("psql ") for c in commands)
     first = create_session(engine)
     assert first == 1, "the README's curl line arms session 1"
     stack = start_stack()
@@ -71,6 +72,8 @@ def test_every_documented_command_works_as_printed(
             assert '"success":true' in done.stdout.replace(" ", ""), done.stdout
         if "schedules resync" in command:
             assert "marked pending" in done.stdout
+        if command.startswith("psql "):
+            assert "link_generation_status" in done.stdout
 
     assert session_row(engine, 1)["link_generation_status"] == "SCHEDULED"
     wanted = {"join_link_backfill_job": 2, "join_link_fallback_sweep_job": 1}
