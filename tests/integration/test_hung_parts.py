@@ -31,12 +31,14 @@ from sqlalchemy import Engine, func, select, text, update
 
 import web.app
 import web.routes
+from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.orchestration.jobs import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.resources import DatabaseResource
@@ -355,6 +357,18 @@ def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
     assert down.calls == [("upsert", f"join-link-{far}"), ("upsert", f"join-link-{near}")], (
         "no AWS call decided it"
     )
+    # The direct run's bulkRegister names the admin, as the event path's message does.
+    with online_session_service() as service:
+        registrar = HttpRegistrar(service.url, "token")
+        outcome = GENERATION.execute_in_process(
+            run_config=request.run_config,
+            tags=request.tags,
+            resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+        )
+        registrar.close()
+    assert outcome.success
+    [sent] = service.received
+    assert sent["json"] == {"sessionId": near, "role": None, "batchSize": None, "actorUserId": 7}
 
 
 def _sync_for(engine: Engine, scheduler: Any) -> Any:

@@ -1,0 +1,407 @@
+"""Hung parts and crashed hosts, through the real daemon and the served app: admins arm
+sessions through the API for several minutes while one fault at a time hits the system, and
+we count, per fault, the sessions generated within 2 minutes of their time.
+
+    .venv/bin/python -m bench.trials.hung_parts [--sessions 200] [--arm-seconds 660] [--keep DIR]
+
+The whole system runs as deployed on one machine: the web app under uvicorn, dagster-daemon
+(with its code server and run workers) on the repository's dagster.yaml, the application
+database on a private PostgreSQL (so it can be restarted), Dagster's storage on the local
+server, and a moto server for AWS behind a TCP fault box that both the app and the daemon
+go through (EventBridge's own delivery, the stand-in, talks to moto directly). Each session
+is armed 150-180 s ahead, so it goes through EventBridge Scheduler, SQS and the sensor.
+
+Timeline (seconds from the first PATCH), one fault at a time:
+- 60-240: AWS silent: the fault box accepts connections and never answers (scheduler and SQS);
+- 390: the daemon's whole process group (daemon, code server, run workers) SIGKILLed, restarted
+  30 s later;
+- 570: the application's PostgreSQL restarted (fast: every connection cut);
+- 660: the first run worker to start after this is SIGKILLed before its op runs.
+
+Reported per fault (sessions armed or due while it lasted, up to a minute after): share
+COMPLETED within 2 minutes of the time (the completed attempt's end), worst lateness,
+sessions generated twice, admin GET p99 against the healthy phase, and 5xx answers.
+"""
+
+import argparse
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+
+from bench.common import (
+    ROOT,
+    add_registrants,
+    add_sessions,
+    bench_database,
+    dagster_env,
+    machine,
+    moto_process,
+    start_daemon,
+    table,
+)
+from bench.timing.front_door import SECRET, admin_headers, serve
+from jlg_pipeline.adapters.database import create_engine, normalize_url
+from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
+from jlg_pipeline.local.eventbridge import EventBridgeStandIn
+from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.local.stack import Children
+from jlg_pipeline.migrate import migrate
+
+ON_TIME = timedelta(minutes=2)
+# Each fault starts once the one before has been recovered from (the watchdog's 75 s grace
+# and a run's start after it), so each row counts one fault.
+SILENT = (60.0, 240.0)
+DAEMON_KILL, DAEMON_DOWN_S = 390.0, 30.0
+PG_RESTART = 570.0
+WORKER_KILL = 660.0
+AFTER_S = 60.0
+
+
+class FaultBox:
+    """A TCP relay to ``target``; while ``silent`` it accepts and never answers."""
+
+    def __init__(self, target_port: int) -> None:
+        self.silent = False
+        self._target = target_port
+        self._listener = socket.create_server(("127.0.0.1", free_port()))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = None if self.silent else socket.create_connection(("127.0.0.1", self._target))
+        try:
+            if upstream is None:
+                while client.recv(65536):  # held until the caller gives up
+                    pass
+                return
+            back = threading.Thread(target=self._pipe, args=(upstream, client), daemon=True)
+            back.start()
+            self._pipe(client, upstream)
+            back.join(timeout=60)
+        finally:
+            for sock in (client, upstream):
+                if sock is not None:
+                    with contextlib.suppress(OSError):
+                        sock.close()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if self.silent:
+                    continue  # swallowed: the caller waits for an answer that never comes
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+
+
+@dataclass
+class Record:
+    armed: dict[int, tuple[float, datetime]] = field(default_factory=dict)
+    """session -> (seconds into the trial when armed, its time)."""
+    reads: list[tuple[float, float, int]] = field(default_factory=list)
+    """(seconds into the trial, latency, status) of the admin's reads."""
+    patches: list[tuple[float, float, int]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    triggers: dict[int, str] = field(default_factory=dict)
+    """session -> the trigger of its COMPLETED attempt."""
+
+
+def _run_workers() -> set[int]:
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"spawn_main" in (proc / "cmdline").read_bytes():
+                    found.add(int(proc.name))
+    return found
+
+
+@contextlib.contextmanager
+def private_postgres() -> Iterator[tuple[str, Any, Path]]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
+
+    data = Path(tempfile.mkdtemp(prefix="jlg-bench-pg-", dir=ROOT / ".data"))
+    server: Any = pgserver.get_server(str(data), cleanup_mode="delete")  # type: ignore[attr-defined]
+    try:
+        yield normalize_url(server.get_uri()), server, data
+    finally:
+        server.cleanup()
+
+
+def run(
+    sessions: int, arm_seconds: float, home: Path
+) -> tuple[Record, dict[int, tuple[datetime, int]]]:
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+
+    record = Record()
+    with (
+        private_postgres() as (url, server, data),
+        bench_database("jlg_bench_hung_dagster", migrated=False) as dagster_url,
+        moto_process() as aws,
+    ):
+        migrate(url)
+        engine = create_engine(url)
+        add_registrants(engine, 25)
+        ids = add_sessions(engine, sessions, due=False)
+        box = FaultBox(int(aws.endpoint_url.rsplit(":", 1)[1]))
+        env = dagster_env(
+            home,
+            dagster_url,
+            url,
+            **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
+            AWS_ENDPOINT_URL=box.url,
+            JLG_REGISTRAR="local",
+            JLG_JWT_SECRET=SECRET,
+            JLG_SQS_QUEUE_URL=aws.queue_url.replace(aws.endpoint_url, box.url),
+            ENABLE_JOIN_LINK_SCHEDULER="true",
+            ENABLE_JOIN_LINK_FALLBACK_CRON="true",
+            AWS_SCHEDULER_TARGET_QUEUE_ARN=aws.queue_arn,
+            AWS_SCHEDULER_EXECUTION_ROLE_ARN=EXECUTION_ROLE_ARN,
+        )
+        standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
+        standin.start()
+        children = Children()
+        web, base = serve("web.app:create_app", env, log=home / "web.log")
+        pgid = start_daemon(children, env, home / "daemon.log")
+        time.sleep(20)  # the daemon loads the code location
+        started = time.monotonic()
+        record.started_at = datetime.now(UTC)
+        stop = threading.Event()
+
+        def now() -> float:
+            return time.monotonic() - started
+
+        def read() -> None:
+            rng = random.Random(3)
+            with httpx.Client(base_url=base, headers=admin_headers(), timeout=60) as http:
+                while not stop.is_set():
+                    path = f"/program-session/{rng.choice(ids)}/link-generation"
+                    at = time.monotonic()
+                    status = http.get(path).status_code
+                    record.reads.append((now(), time.monotonic() - at, status))
+                    stop.wait(0.2)
+
+        def faults() -> None:
+            nonlocal pgid
+            stop.wait(SILENT[0])
+            box.silent = True
+            record.events.append(f"{now():.0f} s: AWS silent")
+            stop.wait(SILENT[1] - now())
+            box.silent = False
+            record.events.append(f"{now():.0f} s: AWS answers again")
+            stop.wait(DAEMON_KILL - now())
+            in_flight = len(_run_workers())
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            record.events.append(f"{now():.0f} s: daemon group SIGKILLed ({in_flight} workers)")
+            stop.wait(DAEMON_DOWN_S)
+            children.processes.pop("dagster-daemon", None)
+            pgid = start_daemon(children, env, home / "daemon-2.log")
+            record.events.append(f"{now():.0f} s: daemon restarted")
+            stop.wait(PG_RESTART - now())
+            pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user)
+            record.events.append(f"{now():.0f} s: PostgreSQL restarted")
+            stop.wait(WORKER_KILL - now())
+            before = _run_workers()
+            deadline = time.monotonic() + 120
+            while not stop.is_set() and time.monotonic() < deadline:
+                fresh = _run_workers() - before
+                if fresh:
+                    os.kill(min(fresh), signal.SIGKILL)
+                    record.events.append(f"{now():.0f} s: a starting run worker SIGKILLed")
+                    return
+                time.sleep(0.02)
+
+        threads = [threading.Thread(target=read), threading.Thread(target=faults)]
+        for thread in threads:
+            thread.start()
+        try:
+            with httpx.Client(base_url=base, headers=admin_headers(), timeout=60) as http:
+                rng = random.Random(11)
+                for i, sid in enumerate(ids):
+                    stop.wait(max(i * arm_seconds / sessions - now(), 0))
+                    at = datetime.now(UTC) + timedelta(seconds=150 + rng.random() * 30)
+                    began = time.monotonic()
+                    status = http.patch(
+                        f"/program-session/{sid}/link-generation",
+                        json={"linkGenerationAt": at.isoformat()},
+                    ).status_code
+                    record.patches.append((now(), time.monotonic() - began, status))
+                    record.armed[sid] = (now(), at)
+            last = max(at for _, at in record.armed.values())
+            while datetime.now(UTC) < last + ON_TIME + timedelta(seconds=30):
+                time.sleep(5)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=180)
+            web.terminate()
+            web.wait(timeout=30)
+            children.stop()
+            standin.stop()
+        with engine.connect() as conn:
+            # When each session was COMPLETED (its completed attempt's end), and how many
+            # bulkRegister jobs it had.
+            jobs = {
+                sid: (finished, count)
+                for sid, finished, count in conn.execute(
+                    text(
+                        "SELECT a.program_session_id, a.finished_at,"
+                        " (SELECT count(*) FROM jlg_local_bulk_job j"
+                        "  WHERE j.program_session_id = a.program_session_id)"
+                        " FROM jlg_generation_attempt a WHERE a.outcome = 'COMPLETED'"
+                    )
+                ).all()
+            }
+            record.triggers = dict(
+                conn.execute(
+                    text(
+                        "SELECT program_session_id, trigger FROM jlg_generation_attempt"
+                        " WHERE outcome = 'COMPLETED'"
+                    )
+                ).all()
+            )
+        engine.dispose()
+    return record, jobs
+
+
+def report(record: Record, jobs: dict[int, tuple[datetime, int]]) -> list[tuple[str, ...]]:
+    windows = {
+        "AWS silent 3 min": SILENT,
+        "daemon + code server SIGKILLed, back 30 s later": (
+            DAEMON_KILL,
+            DAEMON_KILL + DAEMON_DOWN_S,
+        ),
+        "PostgreSQL restarted": (PG_RESTART, PG_RESTART + 5),
+        "a run worker killed before its op": (WORKER_KILL, WORKER_KILL + 30),
+    }
+    healthy = [lat for t, lat, _ in record.reads if t < SILENT[0]]
+    rows: list[tuple[str, ...]] = []
+    for name, (start, end) in windows.items():
+        hit = [
+            sid
+            for sid, (armed_s, at) in record.armed.items()
+            if start <= armed_s <= end + AFTER_S
+            or start <= (at - record.started_at).total_seconds() <= end + AFTER_S
+        ]
+        late = [
+            (jobs[sid][0] - record.armed[sid][1]).total_seconds() if sid in jobs else None
+            for sid in hit
+        ]
+        on_time = sum(1 for lag in late if lag is not None and lag <= ON_TIME.total_seconds())
+        never = sum(1 for lag in late if lag is None)
+        worst = max((lag for lag in late if lag is not None), default=0.0)
+        twice = sum(1 for sid in hit if sid in jobs and jobs[sid][1] > 1)
+        during = [lat for t, lat, _ in record.reads if start <= t <= end + AFTER_S]
+        errors = sum(
+            1
+            for t, _, status in record.reads + record.patches
+            if start <= t <= end + AFTER_S and status >= 500
+        )
+        rows.append(
+            (
+                name,
+                str(len(hit)),
+                f"{on_time}/{len(hit)} ({100 * on_time / max(len(hit), 1):.0f} %)",
+                f"{worst:.0f} s" + (f", {never} never" if never else ""),
+                str(twice),
+                f"{_p99(during) / max(_p99(healthy), 1e-9):.2f}x "
+                f"({_p99(during) * 1000:.0f} vs {_p99(healthy) * 1000:.0f} ms)",
+                str(errors),
+            )
+        )
+    total_on_time = sum(
+        1 for sid, (_, at) in record.armed.items() if sid in jobs and (jobs[sid][0] - at) <= ON_TIME
+    )
+    rows.append(
+        (
+            "all sessions",
+            str(len(record.armed)),
+            f"{total_on_time}/{len(record.armed)}",
+            "",
+            str(sum(1 for first, count in jobs.values() if count > 1)),
+            "",
+            str(sum(1 for _, _, s in record.reads + record.patches if s >= 500)),
+        )
+    )
+    return rows
+
+
+def late_sessions(record: Record, jobs: dict[int, tuple[datetime, int]]) -> list[str]:
+    """Each session generated more than 2 minutes late (or never): when it was armed, its
+    time, how late and which trigger generated it, to say what made it late."""
+    lines = []
+    for sid, (armed_s, at) in sorted(record.armed.items()):
+        lag = (jobs[sid][0] - at).total_seconds() if sid in jobs else None
+        if lag is None or lag > ON_TIME.total_seconds():
+            due_s = (at - record.started_at).total_seconds()
+            shown = "never" if lag is None else f"{lag:.0f} s late"
+            lines.append(
+                f"session {sid}: armed at {armed_s:.0f} s, due at {due_s:.0f} s, {shown}, "
+                f"by {record.triggers.get(sid, '-')}"
+            )
+    return lines
+
+
+def _p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[-1] if len(values) >= 2 else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--arm-seconds", type=float, default=660)
+    parser.add_argument("--keep", type=Path, help="copy the processes' logs here")
+    args = parser.parse_args()
+    (ROOT / ".data").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="jlg-bench-hung-", dir=ROOT / ".data") as home:
+        record, jobs = run(args.sessions, args.arm_seconds, Path(home))
+        print("\n".join(record.events))
+        print("\n".join(late_sessions(record, jobs)))
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for log in Path(home).glob("*.log"):
+                shutil.copy(log, args.keep / log.name)
+        table(
+            f"Hung parts and crashed hosts ({machine()})",
+            report(record, jobs),
+            (
+                "fault",
+                "sessions",
+                "COMPLETED within 2 min",
+                "worst lateness",
+                "twice",
+                "admin GET p99 vs healthy",
+                "5xx",
+            ),
+        )
+
+
+if __name__ == "__main__":
+    main()
