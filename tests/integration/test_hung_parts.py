@@ -358,8 +358,8 @@ def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
         "no AWS call decided it"
     )
     # The direct run's bulkRegister names the admin, as the event path's message does.
-    with online_session_service() as service:
-        registrar = HttpRegistrar(service.url, "token")
+    with online_session_service() as online:
+        registrar = HttpRegistrar(online.url, "token")
         outcome = GENERATION.execute_in_process(
             run_config=request.run_config,
             tags=request.tags,
@@ -367,7 +367,7 @@ def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
         )
         registrar.close()
     assert outcome.success
-    [sent] = service.received
+    [sent] = online.received
     assert sent["json"] == {"sessionId": near, "role": None, "batchSize": None, "actorUserId": 7}
 
 
