@@ -60,6 +60,7 @@ from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.local.processes import run_worker_pids
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 
@@ -128,16 +129,6 @@ class Record:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     triggers: dict[int, str] = field(default_factory=dict)
     """session -> the trigger of its COMPLETED attempt."""
-
-
-def _run_workers() -> set[int]:
-    found = set()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            with contextlib.suppress(OSError):
-                if b"spawn_main" in (proc / "cmdline").read_bytes():
-                    found.add(int(proc.name))
-    return found
 
 
 @contextlib.contextmanager
@@ -216,7 +207,7 @@ def run(
             box.silent = False
             record.events.append(f"{now():.0f} s: AWS answers again")
             stop.wait(DAEMON_KILL - now())
-            in_flight = len(_run_workers())
+            in_flight = len(run_worker_pids())
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
             record.events.append(f"{now():.0f} s: daemon group SIGKILLed ({in_flight} workers)")
@@ -228,10 +219,10 @@ def run(
             pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user)
             record.events.append(f"{now():.0f} s: PostgreSQL restarted")
             stop.wait(WORKER_KILL - now())
-            before = _run_workers()
+            before = run_worker_pids()
             deadline = time.monotonic() + 120
             while not stop.is_set() and time.monotonic() < deadline:
-                fresh = _run_workers() - before
+                fresh = run_worker_pids() - before
                 if fresh:
                     os.kill(min(fresh), signal.SIGKILL)
                     record.events.append(f"{now():.0f} s: a starting run worker SIGKILLed")

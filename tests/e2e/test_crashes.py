@@ -7,7 +7,6 @@ import signal
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -16,26 +15,11 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt, local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.processes import run_worker_pids
 from tests.e2e.conftest import Stack
 from tests.support.factories import add_registrations, create_session, force_state
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _run_workers() -> set[int]:
-    """Processes that execute a Dagster run: the code server starts each as a multiprocessing
-    child (``spawn_main``)."""
-    found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            command = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"multiprocessing.spawn" in command and b"spawn_main" in command:
-            found.add(int(proc.name))
-    return found
 
 
 def _count(engine: Engine, table: object, session_id: int) -> int:
@@ -52,13 +36,13 @@ def test_a_run_killed_before_it_claims_is_still_generated_within_two_minutes(
     add_registrations(engine, 501, 5)
     force_state(engine, sid, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(0))
     due_at = datetime.now(UTC)
-    before = _run_workers()
+    before = run_worker_pids()
     stack.send(build_message(sid, 42))
 
     deadline = time.monotonic() + 60
     worker = None
     while worker is None and time.monotonic() < deadline:
-        fresh = _run_workers() - before
+        fresh = run_worker_pids() - before
         worker = min(fresh) if fresh else None
         time.sleep(0.02)
     assert worker is not None, f"no run worker started\n{stack.log_tail()}"
