@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.constants import GENERATION_CONCURRENCY, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
 
@@ -21,6 +21,9 @@ EXAMPLE_JWT_SECRET = "change-me-to-a-long-random-secret-of-32-bytes-or-more"  # 
 DEFAULT_JWT_MAX_TTL_S = 86_400
 DEFAULT_ONLINE_SESSION_TIMEOUT_S = 300.0
 MIN_TEST_WINDOW_MS = 1000
+MAX_SESSIONS_PER_RUN = 1000
+"""A run's config lists its sessions, and a sensor tick receives at most 500 messages."""
+MAX_GENERATION_CONCURRENCY = 32
 
 
 Number = TypeVar("Number", int, float)
@@ -143,6 +146,17 @@ class Settings(BaseSettings):
     jwt_issuer: str | None = Field(None, validation_alias="JLG_JWT_ISSUER")
     jwt_audience: str | None = Field(None, validation_alias="JLG_JWT_AUDIENCE")
     jwt_max_ttl_s: int = Field(DEFAULT_JWT_MAX_TTL_S, validation_alias="JLG_JWT_MAX_TTL_S", gt=0)
+    max_sessions_per_run: int = Field(
+        1, validation_alias="JLG_MAX_SESSIONS_PER_RUN", ge=1, le=MAX_SESSIONS_PER_RUN
+    )
+    """Sessions one generation run may share (DESIGN.md "Bursts"): 1 is one run per message."""
+    generation_concurrency: int = Field(
+        GENERATION_CONCURRENCY,
+        validation_alias="JLG_GENERATION_CONCURRENCY",
+        ge=1,
+        le=MAX_GENERATION_CONCURRENCY,
+    )
+    """Sessions a run generates at once: the bulkRegister calls one run opens at once."""
     scheduler_enabled: bool = Field(False, validation_alias="ENABLE_JOIN_LINK_SCHEDULER")
     scheduler_target: ScheduleTarget | None = None
     """From AWS_SCHEDULER_TARGET_QUEUE_ARN, AWS_SCHEDULER_EXECUTION_ROLE_ARN and

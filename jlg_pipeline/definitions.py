@@ -46,15 +46,16 @@ warnings.filterwarnings(
 )
 
 
-def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
+def build_resources(environ: Mapping[str, str], settings: Settings | None = None) -> dict[str, Any]:
     """The resources for this deployment: the registrar ``JLG_REGISTRAR`` names, the queue
     if ``JLG_SQS_QUEUE_URL`` is set. Raises ConfigError for a configuration that cannot work."""
-    settings = Settings.from_env(environ)
+    settings = settings or Settings.from_env(environ)
     database = DatabaseResource(
         url=EnvVar("JLG_DATABASE_URL"),
         grace_ms=settings.windows.grace_ms,
         stale_ms=settings.windows.stale_ms,
         watchdog_grace_ms=settings.windows.watchdog_grace_ms,
+        concurrency=settings.generation_concurrency,
     )
     registrar = (
         http_registrar.configured(
@@ -86,6 +87,8 @@ def build_resources(environ: Mapping[str, str]) -> dict[str, Any]:
 def build_definitions(environ: Mapping[str, str]) -> Definitions:
     generation_job = build_generation_job()
     shared_job = build_shared_generation_job()
+    settings = Settings.from_env(environ)
+    per_run = settings.max_sessions_per_run
     return Definitions(
         jobs=[
             generation_job,
@@ -96,12 +99,12 @@ def build_definitions(environ: Mapping[str, str]) -> Definitions:
             join_link_dagster_prune_job,
         ],
         sensors=[
-            build_sqs_sensor(generation_job.name, sqs_sensor_interval_s(environ)),
-            build_schedule_sync_sensor(generation_job),
+            build_sqs_sensor(sqs_sensor_interval_s(environ), per_run),
+            build_schedule_sync_sensor(generation_job if per_run == 1 else shared_job, per_run),
             build_watchdog_sensor(shared_job),
         ],
         schedules=[join_link_fallback_schedule, join_link_dagster_prune_schedule],
-        resources=build_resources(environ),
+        resources=build_resources(environ, settings),
     )
 
 

@@ -24,8 +24,9 @@ DUE_TOLERANCE_MS = 60 * 1000
 WATCHDOG_GRACE_MS = 75 * 1000
 
 GENERATION_CONCURRENCY = 4
-"""Sessions a shared run generates at once: bulkRegister calls open at once per run (the
-TRD bounds bulk-job fan-out)."""
+"""Sessions a run of several (a shared run, a sweep, a backfill) generates at once by default
+(``JLG_GENERATION_CONCURRENCY``): the bulkRegister calls one run opens at once (the TRD
+bounds bulk-job fan-out)."""
 
 DEFAULT_REGISTRAR_BATCH_SIZE = 500
 MAX_REGISTRAR_BATCH_SIZE = 10_000

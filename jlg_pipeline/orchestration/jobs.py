@@ -30,11 +30,7 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
-from jlg_pipeline.domain.constants import (
-    FALLBACK_BATCH_LIMIT,
-    GENERATION_CONCURRENCY,
-    MAX_RETRY_ATTEMPTS,
-)
+from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT, MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
 from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, SweepReport, Trigger
 from jlg_pipeline.orchestration.resources import DatabaseResource
@@ -250,9 +246,10 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
 
 
 def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
-    """Several sessions in one run, each through its own claim, GENERATION_CONCURRENCY at
-    once. A retryable failure is retried for that session alone, in the run, as a one-session
-    run's RetryPolicy would (an op retry would re-attempt the non-retryable ones too); one
+    """Several sessions in one run (a burst's shared runs, the watchdog's), each through its
+    own claim, the database resource's ``concurrency`` (JLG_GENERATION_CONCURRENCY) at once.
+    A retryable failure is retried for that session alone, in the run, as a one-session run's
+    RetryPolicy would (an op retry would re-attempt the non-retryable ones too); one
     session's failure never fails or delays the others, and the run fails at the end if any
     session is left failed."""
 
@@ -281,7 +278,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
             )
 
         report = generate_each(
-            list(options), generate, left_behind=0, concurrency=GENERATION_CONCURRENCY
+            list(options), generate, left_behind=0, concurrency=database.concurrency
         )
         results = {s.session_id: s for s in report.sessions}
         for retry in range(MAX_RETRY_ATTEMPTS):
@@ -291,7 +288,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
             time.sleep(retry_delay_seconds * 2**retry)
             context.log.info(f"retrying {len(again)} session(s): {again}")
             retried = generate_each(
-                again, generate, left_behind=0, concurrency=GENERATION_CONCURRENCY
+                again, generate, left_behind=0, concurrency=database.concurrency
             )
             results.update({s.session_id: s for s in retried.sessions})
         final = summarize([results[sid] for sid in options], left_behind=0)
@@ -336,6 +333,7 @@ def sweep_overdue_sessions_op(
             run_id=context.run_id,
         ),
         config.batchLimit,
+        concurrency=database.concurrency,
     )
     return _finish(report)
 
@@ -373,6 +371,7 @@ def backfill_partition_sessions(
         window.start,
         window.end,
         config.limit,
+        concurrency=database.concurrency,
     )
     return _finish(report)
 

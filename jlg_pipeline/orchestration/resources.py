@@ -24,18 +24,23 @@ from jlg_pipeline.domain.errors import ConfigError
 
 
 class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
-    """The application database; one small pool per run, closed when the run ends."""
+    """The application database and the generation core's knobs; one small pool per run,
+    closed when the run ends."""
 
     url: str
     grace_ms: int = GRACE_MS
     stale_ms: int = STALE_MS
     watchdog_grace_ms: int = WATCHDOG_GRACE_MS
+    concurrency: int = GENERATION_CONCURRENCY
+    """Sessions a run of several generates at once (JLG_GENERATION_CONCURRENCY): the
+    bulkRegister calls one run opens at once."""
 
     _engine: Engine | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        # Enough for a shared run's concurrent sessions, each with its lease renewal.
-        self._engine = create_engine(self.url, pool_size=2, max_overflow=GENERATION_CONCURRENCY + 2)
+        # Each session at work may hold two connections (its registrar's and its lease
+        # renewal's); the pool opens them only when they are needed.
+        self._engine = create_engine(self.url, pool_size=2, max_overflow=2 * self.concurrency + 2)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._engine is not None:

@@ -1,7 +1,15 @@
 """Run requests for the generation jobs, shared by every sensor that asks for them, and the
-run-key lookup the sensors use to acknowledge what they asked for."""
+lookup the sensors use to acknowledge what they asked for.
 
-from collections.abc import Callable, Sequence
+A sensor asks for runs per unit of work (an SQS message, a direct launch), each named by a
+run key. With ``JLG_MAX_SESSIONS_PER_RUN`` at 1 every unit gets its own one-session run under
+that run key; above 1, one tick's units share runs of up to that many sessions, and each
+shared run carries a ``jlg/covers.<run key>`` tag per unit it covers, so a redelivered
+message (or a launch seen again) finds its run whatever run it went into (DESIGN.md
+"Bursts")."""
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dagster import DagsterInstance, RunRequest, RunsFilter
@@ -13,12 +21,15 @@ from jlg_pipeline.orchestration.tags import (
     RUN_KEY_TAG,
     SESSION_TAG,
     TRIGGER_TAG,
+    Lane,
 )
 
 GENERATE_OP = "generate_join_links"
 GENERATION_JOB = "join_link_generation_job"
 SHARED_GENERATE_OP = "generate_join_links_shared"
 SHARED_GENERATION_JOB = "join_link_shared_generation_job"
+COVERS_TAG_PREFIX = "jlg/covers."
+COVERED = "1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +51,21 @@ class SessionOptions:
         return {k: v for k, v in values.items() if v is not None}
 
 
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One unit a sensor asks a run for: a message or a direct launch, named by its run key."""
+
+    key: str
+    options: SessionOptions
+    correlation_id: str | None = None
+
+
+def covers_tag(key: str) -> str:
+    """The tag a shared run carries for each unit it covers (a valid Dagster tag key: one
+    namespace, then letters, digits, ``-`` and ``.``)."""
+    return f"{COVERS_TAG_PREFIX}{key}"
+
+
 def generation_run_request(
     options: SessionOptions, trigger: Trigger, run_key: str, correlation_id: str | None
 ) -> RunRequest:
@@ -56,27 +82,73 @@ def generation_run_request(
 
 
 def shared_run_request(
-    sessions: Sequence[SessionOptions], trigger: Trigger, lane: str, run_key: str | None = None
+    sessions: Sequence[SessionOptions],
+    trigger: Trigger,
+    lane: str,
+    run_key: str | None = None,
+    covers: Sequence[str] = (),
 ) -> RunRequest:
     """A ``join_link_shared_generation_job`` run for several sessions. It names no single
     session in its tags (so a stuck run of one session cannot hold it in the queue); its
-    metadata and the attempt history list them."""
+    metadata and the attempt history list them. ``covers`` are the run keys of the units it
+    stands for."""
     return RunRequest(
         run_key=run_key,
         job_name=SHARED_GENERATION_JOB,
         run_config={
             "ops": {SHARED_GENERATE_OP: {"config": {"sessions": [s.config() for s in sessions]}}}
         },
-        tags={TRIGGER_TAG: trigger.value, LANE_TAG: lane},
+        tags={
+            TRIGGER_TAG: trigger.value,
+            LANE_TAG: lane,
+            **{covers_tag(key): COVERED for key in covers},
+        },
     )
 
 
-def run_key_exists_in(instance: DagsterInstance) -> Callable[[str], bool]:
-    """Whether a run with this run key exists: one indexed query, as Dagster's own sensor
-    daemon does when it dedupes run keys."""
+def run_requests_for(
+    work: Sequence[Work], trigger: Trigger, max_sessions_per_run: int
+) -> list[RunRequest]:
+    """One ``join_link_generation_job`` run per unit when ``max_sessions_per_run`` is 1 (its
+    run key the unit's); otherwise shared runs on the real-time lane of up to that many
+    sessions, in the order given. Units for the same session (a duplicate delivery) share
+    its place in one run, with the first unit's options."""
+    if max_sessions_per_run <= 1:
+        return [generation_run_request(w.options, trigger, w.key, w.correlation_id) for w in work]
+    by_session: dict[int, list[Work]] = {}
+    for unit in work:
+        by_session.setdefault(unit.options.session_id, []).append(unit)
+    groups = list(by_session.values())
+    requests = []
+    for start in range(0, len(groups), max_sessions_per_run):
+        chunk = groups[start : start + max_sessions_per_run]
+        keys = sorted(unit.key for group in chunk for unit in group)
+        requests.append(
+            shared_run_request(
+                [group[0].options for group in chunk],
+                trigger,
+                Lane.REALTIME,
+                run_key=_shared_run_key(keys),
+                covers=keys,
+            )
+        )
+    return requests
 
-    def exists(run_key: str) -> bool:
-        filters = RunsFilter(tags={RUN_KEY_TAG: run_key})
-        return bool(instance.get_run_ids(filters=filters, limit=1))
+
+def _shared_run_key(keys: Sequence[str]) -> str:
+    """The same units always ask under the same run key, so Dagster drops a repeat."""
+    return "shared-" + hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
+
+
+def covered_in(instance: DagsterInstance, *, shared: bool) -> Callable[[str], bool]:
+    """Whether a run covering the unit with this run key exists: by the run key itself for
+    one-session runs, by the ``jlg/covers.<key>`` tag for shared ones (one indexed query on
+    Dagster's run tags either way, as its own sensor daemon dedupes run keys). After
+    ``JLG_MAX_SESSIONS_PER_RUN`` changes, a unit asked for under the other setting is not
+    found and asks once more: its session's claim skips it, so nothing is generated twice."""
+
+    def exists(key: str) -> bool:
+        tags: Mapping[str, str] = {covers_tag(key): COVERED} if shared else {RUN_KEY_TAG: key}
+        return bool(instance.get_run_ids(filters=RunsFilter(tags=tags), limit=1))
 
     return exists

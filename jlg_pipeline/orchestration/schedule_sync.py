@@ -39,8 +39,9 @@ from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, DirectLaunch
 from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.run_requests import (
     SessionOptions,
-    generation_run_request,
-    run_key_exists_in,
+    Work,
+    covered_in,
+    run_requests_for,
 )
 from jlg_pipeline.orchestration.tags import (
     MAX_RUNTIME_TAG,
@@ -138,10 +139,15 @@ def _sync_request() -> RunRequest:
     return RunRequest(job_name=SYNC_JOB, tags={TRIGGER_TAG: SENSOR_TRIGGER})
 
 
-def build_schedule_sync_sensor(generation_job: JobDefinition) -> SensorDefinition:
+def build_schedule_sync_sensor(
+    launch_job: JobDefinition, max_sessions_per_run: int = 1
+) -> SensorDefinition:
+    """``launch_job`` runs the direct launches: ``join_link_generation_job`` one session a
+    run, or ``join_link_shared_generation_job`` when ``max_sessions_per_run`` is above 1."""
+
     @sensor(
         name="join_link_schedule_sync_sensor",
-        jobs=[join_link_schedule_sync_job, generation_job],
+        jobs=[join_link_schedule_sync_job, launch_job],
         minimum_interval_seconds=SYNC_SENSOR_INTERVAL_S,
         default_status=DefaultSensorStatus.RUNNING,
         description="Launches join_link_schedule_sync_job while schedule changes are due for "
@@ -150,12 +156,14 @@ def build_schedule_sync_sensor(generation_job: JobDefinition) -> SensorDefinitio
     def join_link_schedule_sync_sensor(
         context: SensorEvaluationContext, database: DatabaseResource
     ) -> SensorResult | SkipReason:
-        return _tick(context.instance, ScheduleOutbox(database.engine()))
+        return _tick(context.instance, ScheduleOutbox(database.engine()), max_sessions_per_run)
 
     return join_link_schedule_sync_sensor
 
 
-def _tick(instance: DagsterInstance, outbox: ScheduleOutbox) -> SensorResult | SkipReason:
+def _tick(
+    instance: DagsterInstance, outbox: ScheduleOutbox, max_sessions_per_run: int
+) -> SensorResult | SkipReason:
     if not scheduler_enabled():
         if outbox.any_rows() and not _sync_in_flight(instance):
             return SensorResult(run_requests=[_sync_request()])
@@ -163,8 +171,8 @@ def _tick(instance: DagsterInstance, outbox: ScheduleOutbox) -> SensorResult | S
     # Decided in the database, whatever a sync run (stuck, dead or behind a hung AWS) does.
     outbox.direct_near()
     launches, sync_due = outbox.due_work()
-    exists = run_key_exists_in(instance)
-    requests: list[RunRequest] = []
+    exists = covered_in(instance, shared=max_sessions_per_run > 1)
+    work: list[Work] = []
     launched = 0
     for launch in launches:
         run_key = direct_run_key(launch)
@@ -174,11 +182,8 @@ def _tick(instance: DagsterInstance, outbox: ScheduleOutbox) -> SensorResult | S
             launched += 1
             continue
         options = SessionOptions(launch.session_id, actor_user_id=launch.actor_user_id)
-        requests.append(
-            generation_run_request(
-                options, Trigger.DIRECT, run_key, correlation_id(launch.session_id)
-            )
-        )
+        work.append(Work(run_key, options, correlation_id(launch.session_id)))
+    requests = run_requests_for(work, Trigger.DIRECT, max_sessions_per_run)
     waiting = _sync_in_flight(instance) if sync_due else None
     if sync_due and waiting is None:
         requests.append(_sync_request())

@@ -1,6 +1,6 @@
 """The fallback sweep (TRD JoinLinkGenerationFallbackService), the backfill and shared runs:
-every session through the one gate, sequentially or a bounded few at once, and one failing
-session never stops or delays the rest."""
+every session through the one gate, a bounded few at once (the TRD bounds bulk-job fan-out),
+and one failing session never stops or delays the rest."""
 
 import logging
 from collections.abc import Callable, Sequence
@@ -32,8 +32,10 @@ def sweep_overdue_sessions(
     repository: ProgramSessionRepository,
     generate: Generate,
     limit: int = FALLBACK_BATCH_LIMIT,
+    concurrency: int = 1,
 ) -> SweepReport:
-    """Generate for up to ``limit`` overdue sessions, oldest first.
+    """Generate for up to ``limit`` overdue sessions, taken oldest first, up to
+    ``concurrency`` at once.
 
     ``left_behind`` counts the due sessions beyond the limit, for the next sweep.
     """
@@ -44,7 +46,10 @@ def sweep_overdue_sessions(
         logger, logging.INFO, "sweep.found", found=len(candidates), due_total=due_total, limit=limit
     )
     report = generate_each(
-        [c.id for c in candidates], generate, left_behind=max(due_total - len(candidates), 0)
+        [c.id for c in candidates],
+        generate,
+        left_behind=max(due_total - len(candidates), 0),
+        concurrency=concurrency,
     )
     _log_finished("sweep.finished", report)
     return report
@@ -56,9 +61,11 @@ def backfill_window(
     start: datetime,
     end: datetime,
     limit: int = BACKFILL_LIMIT,
+    concurrency: int = 1,
 ) -> SweepReport:
     """Generate for the due, not-COMPLETED sessions whose time falls in [start, end), at most
-    ``limit``; ``left_behind`` counts the rest (launch the partition again to take them)."""
+    ``limit``, up to ``concurrency`` at once; ``left_behind`` counts the rest (launch the
+    partition again to take them)."""
     limit = validation.positive_limit(limit, "limit")
     due_total = repository.count_due_in_window(start, end)
     candidates = repository.find_due_in_window(start, end, limit)
@@ -73,7 +80,10 @@ def backfill_window(
         end=end.isoformat(),
     )
     report = generate_each(
-        [c.id for c in candidates], generate, left_behind=max(due_total - len(candidates), 0)
+        [c.id for c in candidates],
+        generate,
+        left_behind=max(due_total - len(candidates), 0),
+        concurrency=concurrency,
     )
     _log_finished("backfill.finished", report)
     return report

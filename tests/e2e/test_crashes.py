@@ -1,6 +1,7 @@
 """Hosts that die mid-work, through the real dagster-daemon: a generation run killed before
 its op claims (out of memory, node loss) leaves its message acknowledged and its session
-SCHEDULED; the watchdog still has it generated, once, within 2 minutes of its time."""
+SCHEDULED; the watchdog still has it generated, once, within 2 minutes of its time. A shared
+run killed mid-way leaves each of its sessions to the watchdog, none generated twice."""
 
 import os
 import signal
@@ -15,6 +16,7 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt, local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.local.processes import run_worker_pids
 from tests.e2e.conftest import Stack
 from tests.support.factories import add_registrations, create_session, force_state
@@ -61,3 +63,67 @@ def test_a_run_killed_before_it_claims_is_still_generated_within_two_minutes(
     [attempt] = ProgramSessionRepository(engine).attempts(sid)
     assert attempt.trigger == "watchdog"
     assert attempt.lag < timedelta(minutes=2)
+
+
+def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
+    engine: Engine, start_stack: Callable[..., Stack]
+) -> None:
+    """Sharing on (DESIGN.md "Bursts"): a burst's shared run is killed while some of its
+    sessions are generated, some in bulkRegister and some not yet claimed. Its messages were
+    acknowledged (the run exists), so the watchdog claims the ones left (SCHEDULED at once,
+    the killed claims once stale): every session ends COMPLETED by exactly one attempt, and
+    the ones generated before the kill are never called again."""
+    with online_session_service() as online:
+        online.answer = Answer(delay=1.0)
+        stack = start_stack(
+            JLG_MAX_SESSIONS_PER_RUN="25",
+            JLG_GENERATION_CONCURRENCY="2",
+            JLG_REGISTRAR="http",
+            JLG_ONLINE_SESSION_URL=online.url,
+            JLG_ONLINE_SESSION_TOKEN="e2e-token",
+            JLG_TEST_WATCHDOG_GRACE_MS="5000",
+            JLG_TEST_STALE_MS="6000",
+        )
+        ids = [create_session(engine, program_id=502) for _ in range(8)]
+        for sid in ids:
+            force_state(engine, sid, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(0))
+        before = run_worker_pids()
+        for sid in ids:
+            stack.send(build_message(sid, 42))
+
+        deadline = time.monotonic() + 90
+        while online.calls < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        workers = run_worker_pids() - before
+        assert workers, f"no run worker\n{stack.log_tail()}"
+        for worker in workers:
+            os.kill(worker, signal.SIGKILL)
+        done_before = {
+            sid
+            for sid in ids
+            if ProgramSessionRepository(engine).attempts(sid)
+            and ProgramSessionRepository(engine).attempts(sid)[0].outcome.value == "COMPLETED"
+        }
+        assert 0 < len(done_before) < len(ids), "killed mid-way"
+        deadline = time.monotonic() + 30
+        while stack.queue_depth() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert stack.queue_depth() == 0, "acknowledged: the run covering them exists"
+
+        for sid in ids:
+            stack.wait_for(sid, "COMPLETED", timeout=120)
+
+        repository = ProgramSessionRepository(engine)
+        for sid in ids:
+            outcomes = [a.outcome.value for a in repository.attempts(sid)]
+            assert outcomes.count("COMPLETED") == 1, (sid, outcomes)
+            assert set(outcomes) <= {"COMPLETED", "RECLAIMED"}, (sid, outcomes)
+        for sid in done_before:
+            assert online.calls_for(sid) == 1, "generated before the kill: never again"
+        event_runs = {
+            a.run_id for sid in ids for a in repository.attempts(sid) if a.trigger == "event"
+        }
+        assert len(event_runs) == 1, "the burst shared one run"
+        for sid in set(ids) - done_before:
+            [completed] = [a for a in repository.attempts(sid) if a.outcome.value == "COMPLETED"]
+            assert completed.trigger == "watchdog"

@@ -28,7 +28,7 @@ from tests.support.fakes import RecordingRegistrar
 from tests.support.web import Aws
 
 S = LinkGenerationStatus
-SENSOR = build_sqs_sensor("join_link_generation_job", 5)
+SENSOR = build_sqs_sensor(5)
 
 
 def _message(data: Any, **overrides: Any) -> str:
