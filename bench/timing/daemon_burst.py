@@ -1,30 +1,31 @@
-"""Burst benchmark: N events enqueued at once, through the real dagster-daemon (SQS sensor,
-QueuedRunCoordinator, one run per event), until every session is COMPLETED. Reports the time,
-duplicate generations and the peak memory of the daemon's process tree, against N x the
-empty-run time divided by the configured run concurrency.
+"""Burst benchmark (DESIGN.md "Bursts"): a cohort of N sessions sharing one fire time, its
+events delivered to SQS at that time, through the real dagster-daemon (SQS sensor,
+QueuedRunCoordinator, the watchdog) until every session is COMPLETED and every run has
+ended. Each size runs in both modes, side by side: the default (one run per message) and
+sharing (``JLG_MAX_SESSIONS_PER_RUN``). Each case gets fresh databases, a fresh moto server
+and a fresh daemon.
 
-    .venv/bin/python -m bench.timing.daemon_burst [--events 200] [--concurrency N]
+    .venv/bin/python -m bench.timing.daemon_burst [--sizes 60,200,500] [--shared 100]
 
-``--concurrency`` overrides dagster.yaml's ``max_concurrent_runs`` in the benchmark's own
-instance (the baseline divides by the same number), to compare settings in one place.
+Reported per case: time from the fire time until all COMPLETED, the share COMPLETED within 2
+minutes of it (from the attempt history), CPU per session (the daemon's process tree: the
+daemon, its code server and every run worker) until all COMPLETED and until every run
+ended, runs created, which trigger completed the sessions, peak memory of the process tree,
+and sessions generated more than once (bulk jobs at the local registrar).
 """
 
 import argparse
 import json
-import os
-import statistics
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
 from bench.common import (
-    ROOT,
     add_registrants,
-    add_sessions,
     bench_database,
     dagster_env,
     generated_twice,
@@ -36,68 +37,92 @@ from bench.common import (
     status_counts,
     table,
 )
-from bench.timing.runs import EMPTY_JOB, measure
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.stack import Children
 
-
-def machine_busy_seconds() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (sum(fields) - idle) / ticks, sum(fields) / ticks
+LEAD_S = 20
+"""The fire time lies this far ahead when the sessions are armed: the daemon is up by then."""
+DUPLICATES = 5
+"""Deliveries sent twice, as SQS and EventBridge may."""
+CASE_LIMIT_S = 40 * 60
 
 
-def _run_phases(dagster_url: str, sent_at: float) -> dict[str, float]:
-    """Where the time went, from Dagster's own run records and run events (epoch seconds)."""
-    engine = create_engine(dagster_url)
+@dataclass
+class Case:
+    sessions: int
+    per_run: int
+    all_completed_s: float = 0.0
+    within_2_min: float = 0.0
+    cpu_at_completed: float = 0.0
+    cpu_at_end: float = 0.0
+    runs: int = 0
+    by_trigger: str = ""
+    peak_mib: float = 0.0
+    twice: int = 0
+
+
+def _arm(engine: Engine, count: int) -> tuple[list[int], float]:
+    """``count`` sessions SCHEDULED for one shared time LEAD_S ahead; (ids, that time as
+    Unix seconds, on the database clock)."""
+    with engine.begin() as conn:
+        fire_at = conn.execute(
+            text(f"SELECT extract(epoch FROM now() + interval '{LEAD_S} seconds')")
+        ).scalar_one()
+        ids = conn.execute(
+            text(
+                "INSERT INTO hdb_program_session"
+                " (program_id, link_generation_at, link_generation_status)"
+                " SELECT 1, to_timestamp(:at), 'SCHEDULED' FROM generate_series(1, :n)"
+                " RETURNING id"
+            ),
+            {"at": float(fire_at), "n": count},
+        ).scalars()
+        return sorted(ids), float(fire_at)
+
+
+def _attempt_figures(engine: Engine) -> tuple[float, str]:
+    """(share of sessions COMPLETED within 2 minutes of their time, completions by trigger)."""
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT r.run_id, extract(epoch FROM r.create_timestamp AT TIME ZONE 'UTC'),"
-                " r.start_time, r.end_time,"
-                " extract(epoch FROM min(e.timestamp) FILTER"
-                "  (WHERE e.dagster_event_type = 'PIPELINE_STARTING') AT TIME ZONE 'UTC')"
-                " FROM runs r JOIN event_logs e ON e.run_id = r.run_id"
-                " WHERE r.pipeline_name = 'join_link_generation_job'"
-                " AND r.start_time IS NOT NULL AND r.end_time IS NOT NULL"
-                " GROUP BY r.run_id, r.create_timestamp, r.start_time, r.end_time"
+                "SELECT a.trigger, a.finished_at - a.link_generation_at <= interval '2 minutes'"
+                " FROM jlg_generation_attempt a WHERE a.outcome = 'COMPLETED'"
             )
         ).all()
-    engine.dispose()
-    launching = [float(starting) for _, _, _, _, starting in rows]
-    ends = [end for _, _, _, end, _ in rows]
-    busy = sum(end - launch for end, launch in zip(ends, launching, strict=True))
-    return {
-        "runs": len(rows),
-        "first_created": min(float(created) for _, created, _, _, _ in rows) - sent_at,
-        "launch": statistics.median(
-            start - launch for (_, _, start, _, _), launch in zip(rows, launching, strict=True)
-        ),
-        "running": statistics.median(end - start for _, _, start, end, _ in rows),
-        "concurrency": busy / (max(ends) - min(launching)),
-    }
+        total = conn.execute(text("SELECT count(*) FROM hdb_program_session")).scalar_one()
+    triggers: dict[str, int] = {}
+    for trigger, _ in rows:
+        triggers[trigger] = triggers.get(trigger, 0) + 1
+    on_time = sum(1 for _, within in rows if within)
+    return on_time / total, ", ".join(f"{t} {n}" for t, n in sorted(triggers.items()))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, default=None)
-    args = parser.parse_args()
-    instance_config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
-    coordinator = instance_config["run_coordinator"]["config"]
-    if args.concurrency:
-        coordinator["max_concurrent_runs"] = args.concurrency
-    concurrency: int = coordinator["max_concurrent_runs"]
+def _runs(dagster_url: str) -> tuple[int, int]:
+    """(runs created, runs not yet ended)."""
+    engine = create_engine(dagster_url)
+    try:
+        with engine.connect() as conn:
+            created, open_ = conn.execute(
+                text(
+                    "SELECT count(*), count(*) FILTER (WHERE status IN"
+                    " ('QUEUED', 'NOT_STARTED', 'STARTING', 'STARTED', 'CANCELING'))"
+                    " FROM runs WHERE pipeline_name LIKE 'join_link_%generation_job'"
+                )
+            ).one()
+    finally:
+        engine.dispose()
+    return int(created), int(open_)
+
+
+def run_case(sessions: int, per_run: int) -> Case:
+    case = Case(sessions, per_run)
     with (
         bench_database("jlg_bench_burst") as url,
         bench_database("jlg_bench_burst_dagster", migrated=False) as dagster_url,
     ):
         engine = create_engine(url)
         add_registrants(engine, 20)
-        ids = add_sessions(engine, args.events, due=True)
         with (
             moto_process() as aws,
             tempfile.TemporaryDirectory(
@@ -109,16 +134,16 @@ def main() -> None:
                 home,
                 dagster_url,
                 url,
-                yaml.safe_dump(instance_config),
                 **aws.env,
                 JLG_SQS_QUEUE_URL=aws.queue_url,
                 JLG_REGISTRAR="local",
                 ENABLE_JOIN_LINK_SCHEDULER="true",
+                JLG_MAX_SESSIONS_PER_RUN=str(per_run),
             )
-            empty = statistics.median(measure(EMPTY_JOB, env)[0] for _ in range(3))
+            ids, fire_at = _arm(engine, sessions)
             children = Children()
-            peak = 0
             stop = threading.Event()
+            peak = 0
             try:
                 pgid = start_daemon(children, env, home / "daemon.log")
 
@@ -128,76 +153,104 @@ def main() -> None:
                         peak = max(peak, group_rss_kib(pgid))
 
                 threading.Thread(target=sample, daemon=True).start()
-                time.sleep(10)  # the daemon and its code server are up before the burst
+                time.sleep(max(fire_at - time.time(), 0))
+                before = sum(group_cpu_seconds(pgid).values())
                 sqs = aws.client("sqs")
-                before = group_cpu_seconds(pgid)
-                machine_before = machine_busy_seconds()
-                started = time.perf_counter()
-                for first in range(0, len(ids), 10):
+                bodies = [json.dumps(build_message(sid, None)) for sid in ids]
+                bodies += bodies[:DUPLICATES]
+                for first in range(0, len(bodies), 10):
                     sqs.send_message_batch(
                         QueueUrl=aws.queue_url,
                         Entries=[
-                            {"Id": str(sid), "MessageBody": json.dumps(build_message(sid, None))}
-                            for sid in ids[first : first + 10]
+                            {"Id": str(i), "MessageBody": body}
+                            for i, body in enumerate(bodies[first : first + 10])
                         ],
                     )
-                # Four duplicates of already-sent events, as SQS may deliver.
-                for sid in ids[:4]:
-                    sqs.send_message(
-                        QueueUrl=aws.queue_url, MessageBody=json.dumps(build_message(sid, None))
-                    )
-                while status_counts(engine)["COMPLETED"] < args.events:
-                    if children.exited():
+                deadline = time.time() + CASE_LIMIT_S
+                while status_counts(engine)["COMPLETED"] < sessions:
+                    if children.exited() or time.time() > deadline:
                         raise RuntimeError((home / "daemon.log").read_text()[-3000:])
-                    time.sleep(1)
-                elapsed = time.perf_counter() - started
-                cpu = {k: v - before[k] for k, v in group_cpu_seconds(pgid).items()}
-                machine_after = machine_busy_seconds()
-                machine_share = (machine_after[0] - machine_before[0]) / (
-                    machine_after[1] - machine_before[1]
-                )
-                sent_at = time.time() - elapsed
-                time.sleep(15)  # let the duplicate runs finish
+                    time.sleep(0.5)
+                case.all_completed_s = time.time() - fire_at
+                case.cpu_at_completed = sum(group_cpu_seconds(pgid).values()) - before
+                while _runs(dagster_url)[1] and time.time() < deadline:
+                    time.sleep(2)
+                case.cpu_at_end = sum(group_cpu_seconds(pgid).values()) - before
             finally:
                 stop.set()
                 children.stop()
-        duplicates = generated_twice(engine)
+        case.peak_mib = peak / 1024
+        case.twice = generated_twice(engine)
+        case.within_2_min, case.by_trigger = _attempt_figures(engine)
         engine.dispose()
-        phases = _run_phases(dagster_url, sent_at)
-    baseline = args.events * empty / concurrency
-    table(
-        f"Burst: {args.events} events at once through the real daemon, "
-        f"{concurrency} concurrent runs ({machine()})",
-        [
-            ("time until all COMPLETED", f"{elapsed:.0f} s"),
-            (
-                f"baseline: {args.events} x empty run ({empty:.2f} s) / {concurrency}",
-                f"{baseline:.0f} s",
-            ),
-            ("ratio (target ≤ 1.5x)", f"{elapsed / baseline:.2f}x"),
-            ("sessions generated more than once", str(duplicates)),
-            ("peak RSS of the daemon's process tree", f"{peak / 1024:.0f} MiB"),
-            ("runs (events + duplicate deliveries)", str(phases["runs"])),
-            ("first run created after the send", f"{phases['first_created']:.1f} s"),
-            ("median launch: STARTING -> started", f"{phases['launch']:.2f} s"),
-            ("median started -> finished (one run)", f"{phases['running']:.2f} s"),
-            ("runs launching or running at once, on average", f"{phases['concurrency']:.2f}"),
-            *(
-                (f"CPU per run: {name}", f"{seconds / phases['runs']:.2f} s")
-                for name, seconds in cpu.items()
-            ),
-            (
-                "CPU the burst used of the machine's",
-                f"{sum(cpu.values()) / (elapsed * (os.cpu_count() or 1)):.0%}",
-            ),
-            ("CPU the whole machine used (PostgreSQL, moto and all)", f"{machine_share:.0%}"),
-            (
-                "time vs the CPU floor (runs x CPU per run / cores; target ≤ 1.3x)",
-                f"{elapsed / (sum(cpu.values()) / (os.cpu_count() or 1)):.2f}x",
-            ),
-        ],
-        ("measure", "value"),
+        case.runs = _runs(dagster_url)[0]
+    return case
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="60,200,500", help="cohort sizes, comma-separated")
+    parser.add_argument(
+        "--shared", type=int, default=100, help="JLG_MAX_SESSIONS_PER_RUN of the sharing mode"
     )
+    parser.add_argument("--modes", default="default,shared", help="default, shared or both")
+    args = parser.parse_args()
+    modes = {"default": 1, "shared": args.shared}
+    cases = [
+        run_case(size, modes[mode])
+        for size in (int(s) for s in args.sizes.split(","))
+        for mode in args.modes.split(",")
+    ]
+    table(
+        f"A cohort sharing one fire time, through the real daemon ({machine()}); "
+        f"{DUPLICATES} deliveries sent twice; targets with sharing on: all COMPLETED within "
+        "2 min, ≤ 0.1 CPU-s per session, 0 twice",
+        [
+            (
+                str(c.sessions),
+                "one run per message" if c.per_run == 1 else f"shared, {c.per_run} a run",
+                f"{c.all_completed_s:.0f} s",
+                f"{c.within_2_min:.0%}",
+                f"{c.cpu_at_completed / c.sessions:.3f}",
+                f"{c.cpu_at_end / c.sessions:.3f}",
+                str(c.runs),
+                c.by_trigger,
+                f"{c.peak_mib:.0f} MiB",
+                str(c.twice),
+            )
+            for c in cases
+        ],
+        (
+            "sessions",
+            "mode",
+            "all COMPLETED after",
+            "COMPLETED ≤ 2 min",
+            "CPU-s/session (all COMPLETED)",
+            "CPU-s/session (all runs ended)",
+            "runs",
+            "completed by",
+            "peak RSS",
+            "twice",
+        ),
+    )
+    by_size: dict[int, dict[int, Case]] = {}
+    for c in cases:
+        by_size.setdefault(c.sessions, {})[c.per_run] = c
+    ratios: list[tuple[str, ...]] = [
+        (
+            str(size),
+            f"{pair[1].all_completed_s / pair[args.shared].all_completed_s:.1f}x",
+            f"{pair[1].cpu_at_end / pair[args.shared].cpu_at_end:.1f}x",
+        )
+        for size, pair in by_size.items()
+        if 1 in pair and args.shared in pair
+    ]
+    if ratios:
+        table(
+            "Default over sharing",
+            ratios,
+            ("sessions", "time to all COMPLETED", "CPU until every run ended"),
+        )
 
 
 if __name__ == "__main__":
