@@ -1,0 +1,285 @@
+"""The deployment kit (DESIGN.md "Deployment"), checked offline: every instance configuration
+through Dagster's own validation of each configurable class it names (the instance's
+top-level check lets a launcher's typo through), the Kubernetes manifests against the
+Kubernetes schema, the Helm values for what they must hold, and the Dockerfile for what an
+image of ours must be."""
+
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from dagster._config import validate_config
+from dagster._core.instance.config import dagster_instance_config
+from dagster_postgres import DagsterPostgresStorage
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+INSTANCES = ["dagster.yaml", "deploy/dagster-k8s.yaml", "deploy/dagster-ecs.yaml"]
+KUBERNETES_VERSION = "1.31.0"
+"""The oldest Kubernetes the kit targets (every object here is GA there)."""
+SECRET_NAMES = re.compile(r"SECRET|TOKEN|PASSWORD|PRIVATE|DATABASE_URL|POSTGRES_URL", re.I)
+
+
+def _load(relative: str) -> dict[str, Any]:
+    path = ROOT / relative
+    config, _ = dagster_instance_config(str(path.parent), path.name)
+    return dict(config)
+
+
+def _class_errors(config: dict[str, Any]) -> list[str]:
+    """Dagster's validation of each configurable class the instance names, with its config."""
+    errors = []
+    for key, section in config.items():
+        if isinstance(section, dict) and {"module", "class"} <= section.keys():
+            klass = getattr(importlib.import_module(section["module"]), section["class"])
+            result = validate_config(klass.config_type(), section.get("config") or {})
+            errors += [f"{key}: {e.message}" for e in result.errors or []]
+    if "postgres" in config.get("storage", {}):
+        result = validate_config(
+            DagsterPostgresStorage.config_type(), config["storage"]["postgres"]
+        )
+        errors += [f"storage: {e.message}" for e in result.errors or []]
+    return errors
+
+
+@pytest.mark.parametrize("relative", INSTANCES)
+def test_each_instance_configuration_passes_dagsters_validation(relative: str) -> None:
+    config = _load(relative)
+    assert _class_errors(config) == []
+    named = {
+        config[k]["class"] for k in config if isinstance(config[k], dict) and "class" in config[k]
+    }
+    assert "QueuedRunCoordinator" in named
+
+
+def test_a_typo_inside_a_launchers_config_is_caught() -> None:
+    """What the instance's own top-level check lets through, the per-class validation does not."""
+    text = (DEPLOY / "dagster-k8s.yaml").read_text().replace("env_secrets:", "env_secret:")
+    config = yaml.safe_load(text)
+    assert "run_launcher" in config
+    assert any("env_secret" in error for error in _class_errors(config))
+
+
+def test_the_distributed_instances_keep_the_local_queue_and_bounds() -> None:
+    """Same lanes, per-session limit, run monitoring and logs as the local instance: only the
+    launcher differs."""
+    local = _load("dagster.yaml")
+    for relative, launcher in (
+        ("deploy/dagster-k8s.yaml", "K8sRunLauncher"),
+        ("deploy/dagster-ecs.yaml", "EcsRunLauncher"),
+    ):
+        config = _load(relative)
+        assert config["run_launcher"]["class"] == launcher
+        assert config["run_coordinator"] == local["run_coordinator"]
+        assert config["storage"] == local["storage"], "storage URL from the environment"
+        assert config["run_monitoring"]["enabled"] is True
+        assert config["run_monitoring"]["max_runtime_seconds"] <= 3 * 60 * 60
+        assert config["python_logs"] == local["python_logs"]
+    limits = local["run_coordinator"]["config"]["tag_concurrency_limits"]
+    assert {"key": "jlg/session", "limit": 1, "value": {"applyLimitPerUniqueValue": True}} in limits
+
+
+def test_the_k8s_launcher_gives_runs_their_settings_by_reference() -> None:
+    launcher = _load("deploy/dagster-k8s.yaml")["run_launcher"]["config"]
+    assert launcher["env_config_maps"] == ["jlg-config"]
+    assert set(launcher["env_secrets"]) == {"jlg-secrets", "jlg-dagster-secrets"}
+    assert "env_vars" not in launcher, "no value written into the instance"
+
+
+# The chart's top-level values and the daemon's keys, from its values.yaml and schema.
+CHART_KEYS = {
+    "global",
+    "nameOverride",
+    "fullnameOverride",
+    "rbacEnabled",
+    "imagePullSecrets",
+    "dagsterWebserver",
+    "computeLogManager",
+    "pythonLogs",
+    "dagster-user-deployments",
+    "scheduler",
+    "runLauncher",
+    "postgresql",
+    "generatePostgresqlPasswordSecret",
+    "generateCeleryConfigSecret",
+    "rabbitmq",
+    "redis",
+    "flower",
+    "ingress",
+    "dagsterDaemon",
+    "busybox",
+    "extraManifests",
+    "migrate",
+    "telemetry",
+    "serviceAccount",
+    "retention",
+    "additionalInstanceConfig",
+}
+DAEMON_KEYS = {
+    "enabled",
+    "image",
+    "heartbeatTolerance",
+    "runCoordinator",
+    "runMonitoring",
+    "runRetries",
+    "sensors",
+    "schedules",
+    "env",
+    "envConfigMaps",
+    "envSecrets",
+    "deploymentLabels",
+    "labels",
+    "volumes",
+    "volumeMounts",
+    "annotations",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "podSecurityContext",
+    "securityContext",
+    "resources",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "schedulerName",
+}
+
+
+def test_the_helm_values_hold_what_the_deployment_needs() -> None:
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    assert set(values) <= CHART_KEYS, set(values) - CHART_KEYS
+    assert set(values["dagsterDaemon"]) <= DAEMON_KEYS, set(values["dagsterDaemon"]) - DAEMON_KEYS
+
+    [code] = values["dagster-user-deployments"]["deployments"]
+    assert values["dagster-user-deployments"]["enabled"] is True
+    assert code["dagsterApiGrpcArgs"] == ["-m", "jlg_pipeline.definitions"]
+    assert code["envSecrets"] == [{"name": "jlg-secrets"}]
+    assert code["envConfigMaps"] == [{"name": "jlg-config"}]
+    assert code["includeConfigInLaunchedRuns"] == {"enabled": True}
+    images = {code["image"]["repository"], values["dagsterWebserver"]["image"]["repository"]}
+    assert len(images) == 1, "one image for every process"
+
+    assert values["runLauncher"]["type"] == "K8sRunLauncher"
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    assert launcher["envSecrets"] == [{"name": "jlg-secrets"}]
+
+    coordinator = values["dagsterDaemon"]["runCoordinator"]
+    assert (coordinator["enabled"], coordinator["type"]) == (True, "QueuedRunCoordinator")
+    queued = coordinator["config"]["queuedRunCoordinator"]
+    local = _load("dagster.yaml")["run_coordinator"]["config"]
+    assert queued["maxConcurrentRuns"] == local["max_concurrent_runs"]
+    assert queued["tagConcurrencyLimits"] == local["tag_concurrency_limits"]
+    assert values["dagsterDaemon"]["runMonitoring"]["enabled"] is True
+    assert values["pythonLogs"]["managedPythonLoggers"] == ["jlg_pipeline"]
+
+    assert values["postgresql"]["enabled"] is False, "external PostgreSQL"
+    assert values["generatePostgresqlPasswordSecret"] is False
+    assert "postgresqlPassword" not in values["postgresql"], "the password is a Secret"
+    assert values["global"]["postgresqlSecretName"]
+
+
+def _manifests() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (path.name, doc)
+        for path in sorted((DEPLOY / "k8s").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "manifest"), _manifests(), ids=[f"{n}:{m['kind']}" for n, m in _manifests()]
+)
+def test_each_manifest_is_valid_kubernetes(name: str, manifest: dict[str, Any]) -> None:
+    kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
+
+
+def _containers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(manifest["spec"]["template"]["spec"]["containers"])
+
+
+def test_the_admin_api_is_replicated_probed_bounded_and_secret_free() -> None:
+    manifests = {m["kind"]: m for _, m in _manifests()}
+    deployment, service = manifests["Deployment"], manifests["Service"]
+    assert deployment["spec"]["replicas"] >= 2
+    [api] = _containers(deployment)
+    assert api["command"][:3] == ["uvicorn", "--factory", "web.app:create_app"]
+    assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert set(api["resources"]) == {"requests", "limits"}
+    assert {"secretRef": {"name": "jlg-secrets"}} in api["envFrom"]
+    pod = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    job = manifests["Job"]
+    [migrate] = _containers(job)
+    assert migrate["command"] == ["jlg", "migrate"]
+    assert migrate["image"] == api["image"], "the same image migrates and serves"
+    for _, manifest in _manifests():
+        spec = manifest.get("spec", {}).get("template", {}).get("spec", {})
+        for container in spec.get("containers", []):
+            for variable in container.get("env", []):
+                assert not (SECRET_NAMES.search(variable["name"]) and "value" in variable), (
+                    f"{variable['name']} must come from a Secret"
+                )
+    config = manifests["ConfigMap"]["data"]
+    assert not [k for k in config if SECRET_NAMES.search(k)], "secrets are not configuration"
+
+
+def _instructions(dockerfile: str) -> list[tuple[str, str]]:
+    joined = re.sub(r"\\\n\s*", " ", dockerfile)
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "")
+        for line in (raw.strip() for raw in joined.splitlines())
+        if line and not line.startswith("#")
+    ]
+
+
+def test_the_dockerfile_builds_one_non_root_image_from_the_lock() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    steps = _instructions(text)
+    stages = [i for i, (op, _) in enumerate(steps) if op == "FROM"]
+    final = steps[stages[-1] :]
+    users = [arg for op, arg in final if op == "USER"]
+    assert users, "the final stage names its user"
+    assert users[-1].split(":")[0] not in {"0", "root"}
+    assert "python:3.11" in text
+    assert any(op == "RUN" and "--constraint requirements.lock" in arg for op, arg in steps)
+    for op, arg in steps:
+        if op in {"ENV", "ARG"}:
+            assert not SECRET_NAMES.search(arg), f"{op} {arg} bakes a secret in"
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for op, arg in steps:
+        if op == "COPY" and "--from" not in arg:
+            sources = [a for a in arg.split() if not a.startswith("--")][:-1]
+            for source in sources:
+                assert (ROOT / source).exists(), f"COPY {source}: no such file"
+                assert source.split("/")[0] not in ignored, f"COPY {source} is .dockerignored"
+    [cmd] = [arg for op, arg in final if op == "CMD"]
+    assert "web.app:create_app" in cmd
+
+
+def test_the_lock_pins_every_runtime_dependency_the_image_installs() -> None:
+    """``pip install --constraint requirements.lock ".[deploy]"`` (the Dockerfile) takes
+    locked versions only: each dependency is pinned there, within the range pyproject asks."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        name, _, version = line.partition("==")
+        pinned[name.strip().lower().replace("_", "-")] = version.strip()
+    for spec in [*project["dependencies"], *project["optional-dependencies"]["deploy"]]:
+        requirement = Requirement(spec)
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pinned, f"{name} is not in requirements.lock"
+        assert requirement.specifier.contains(pinned[name]), f"{name}=={pinned[name]} vs {spec}"
