@@ -65,3 +65,23 @@ def test_an_unusable_configuration_is_refused_at_load() -> None:
         build_resources({**LOCAL, "JLG_REGISTRAR": "http", "JLG_ONLINE_SESSION_URL": "http://x"})
     with pytest.raises(ConfigError, match="JLG_TEST_STALE_MS"):
         build_resources({**LOCAL, "JLG_TEST_STALE_MS": "5"})
+
+
+def test_sharing_points_the_sensors_at_the_shared_job() -> None:
+    """JLG_MAX_SESSIONS_PER_RUN is read when the code location loads: above 1 the SQS sensor
+    and the sync sensor's direct launches ask for shared runs; the runs get the concurrency."""
+    defs = build_definitions(
+        {**LOCAL, "JLG_MAX_SESSIONS_PER_RUN": "25", "JLG_GENERATION_CONCURRENCY": "6"}
+    )
+    Definitions.validate_loadable(defs)
+    assert defs.resolve_sensor_def("join_link_sqs_sensor").job_name == (
+        "join_link_shared_generation_job"
+    )
+    sync_sensor = defs.resolve_sensor_def("join_link_schedule_sync_sensor")
+    assert {j.name for j in sync_sensor.jobs} == {
+        "join_link_schedule_sync_job",
+        "join_link_shared_generation_job",
+    }
+    assert (
+        build_resources({**LOCAL, "JLG_GENERATION_CONCURRENCY": "6"})["database"].concurrency == 6
+    )

@@ -52,6 +52,24 @@ def test_http_registrar_needs_url_and_token() -> None:
     assert "online_session_token" not in repr(settings), "the token stays out of logs"
 
 
+def test_burst_settings_default_to_one_run_per_message_and_refuse_nonsense() -> None:
+    settings = Settings.from_env({})
+    assert (settings.max_sessions_per_run, settings.generation_concurrency) == (1, 4)
+    shared = Settings.from_env(
+        {"JLG_MAX_SESSIONS_PER_RUN": "100", "JLG_GENERATION_CONCURRENCY": "8"}
+    )
+    assert (shared.max_sessions_per_run, shared.generation_concurrency) == (100, 8)
+    for name, value in (
+        ("JLG_MAX_SESSIONS_PER_RUN", "0"),
+        ("JLG_MAX_SESSIONS_PER_RUN", "1001"),
+        ("JLG_MAX_SESSIONS_PER_RUN", "many"),
+        ("JLG_GENERATION_CONCURRENCY", "0"),
+        ("JLG_GENERATION_CONCURRENCY", "33"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            Settings.from_env({name: value})
+
+
 def test_unknown_registrar_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="JLG_REGISTRAR must be one of"):
         Settings.from_env({"JLG_REGISTRAR": "zoom"})
