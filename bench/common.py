@@ -22,7 +22,7 @@ from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.postgres import create_database, drop_database
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
-from tests.support.claim_race import claim_race
+from testkit.claim_race import claim_race
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,35 +1,56 @@
-"""Builds the adapters and services from settings: the one place an entry point gets them
-from (the web app's lifespan; the Dagster resources configure the same adapters in
-``definitions.py``). Nothing connects at import."""
+"""The composition root: each adapter and service is assembled here, once, and every entry
+point gets them from these functions — the web app's lifespan, the ``jlg`` CLI, the local
+stack and the Dagster resources (which hand over the values the code location read into
+:class:`~jlg_pipeline.config.Settings`). Nothing connects at import; AWS and HTTP clients are
+made only when asked for."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.config import Settings
+from jlg_pipeline.adapters.sqs_queue import SqsQueue, sqs_client
+from jlg_pipeline.config import RegistrarKind, Settings
+from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
+from jlg_pipeline.services.eventbridge_sync import Scheduler, ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
-from jlg_pipeline.services.schedule_sync import Scheduler, ScheduleSync
 
 
-def build_engine(settings: Settings, **pool: Any) -> Engine:
+def build_engine(database_url: str, **pool: Any) -> Engine:
     """The application database's engine; ``pool`` sizes its pool (``create_engine``)."""
-    return create_engine(settings.database_url, **pool)
+    return create_engine(database_url, **pool)
 
 
-def build_scheduler(settings: Settings) -> Scheduler | None:
-    """The EventBridge Scheduler adapter, or None when the real-time path is off or its ARNs
-    are missing (schedule sync then records nothing)."""
-    if not (settings.scheduler_enabled and settings.scheduler_target):
-        return None
-    # Imported here: boto3 loads only when a client is made.
+def build_repository(engine: Engine, windows: TimingWindows) -> ProgramSessionRepository:
+    return ProgramSessionRepository(engine, windows)
+
+
+def build_scheduler(region: str | None, endpoint_url: str | None) -> Scheduler:
+    """The EventBridge Scheduler adapter (boto3 loads only when it is made)."""
     from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
 
-    return AwsScheduler(
-        scheduler_client(region_name=settings.aws_region, endpoint_url=settings.aws_endpoint_url)
-    )
+    return AwsScheduler(scheduler_client(region_name=region, endpoint_url=endpoint_url))
+
+
+def scheduler_for(settings: Settings) -> Scheduler | None:
+    """The EventBridge adapter, or None when the real-time path is off or its ARNs are
+    missing (schedule sync then records nothing)."""
+    if not (settings.scheduler_enabled and settings.scheduler_target):
+        return None
+    return build_scheduler(settings.aws_region, settings.aws_endpoint_url)
+
+
+def build_schedule_sync(
+    engine: Engine, scheduler: Scheduler | None, target: ScheduleTarget | None, *, enabled: bool
+) -> ScheduleSync:
+    return ScheduleSync(ScheduleOutbox(engine), scheduler, target, enabled=enabled)
 
 
 def build_program_session_service(
@@ -41,28 +62,58 @@ def build_program_session_service(
 ) -> ProgramSessionService:
     """Set/clear on ``engine``; the schedule change's fast path on ``sync_engine`` (the same
     engine by default; the web app gives it a pool of its own)."""
-    repository = ProgramSessionRepository(engine, settings.windows)
-    return ProgramSessionService(
-        repository, build_schedule_sync(settings, sync_engine or engine, scheduler)
-    )
-
-
-def build_schedule_sync(
-    settings: Settings, engine: Engine, scheduler: Scheduler | None
-) -> ScheduleSync:
-    return ScheduleSync(
-        ScheduleOutbox(engine),
+    sync = build_schedule_sync(
+        sync_engine or engine,
         scheduler,
         settings.scheduler_target,
         enabled=settings.scheduler_enabled,
     )
+    return ProgramSessionService(build_repository(engine, settings.windows), sync)
+
+
+@contextmanager
+def build_registrar(
+    kind: RegistrarKind,
+    engine: Engine,
+    *,
+    url: str | None = None,
+    token: str | None = None,
+    timeout_s: float | None = None,
+) -> Iterator[BulkRegistrar]:
+    """The registrar ``JLG_REGISTRAR`` names: the embedded one (join links in ``engine``'s
+    database) or bulkRegister over HTTP, whose client is closed when the block ends."""
+    if kind is RegistrarKind.HTTP:
+        # Imported here: a deployment on the embedded registrar never loads httpx.
+        from jlg_pipeline.adapters.registrars.http import DEFAULT_TIMEOUT_S, HttpRegistrar
+
+        if not (url and token):
+            raise ConfigError(
+                "JLG_REGISTRAR=http needs JLG_ONLINE_SESSION_URL and JLG_ONLINE_SESSION_TOKEN"
+            )
+        with HttpRegistrar(url, token, timeout_s=timeout_s or DEFAULT_TIMEOUT_S) as registrar:
+            yield registrar
+        return
+    from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
+
+    yield EmbeddedRegistrar(engine)
+
+
+def build_queue(
+    queue_url: str, visibility_timeout_s: int, region: str | None, endpoint_url: str | None
+) -> SqsQueue:
+    """The JOIN_LINK_GENERATION queue (boto3 loads only when it is made)."""
+    client = sqs_client(region_name=region, endpoint_url=endpoint_url)
+    return SqsQueue(client, queue_url, visibility_timeout=visibility_timeout_s)
 
 
 def resync_schedules(settings: Settings) -> int:
     """``jlg schedules resync``: mark every armed, not-yet-due session pending. It only marks:
     the sync job applies them, with its backoff and error keeping."""
-    engine = build_engine(settings)
+    engine = build_engine(settings.database_url)
     try:
-        return build_schedule_sync(settings, engine, None).resync()
+        sync = build_schedule_sync(
+            engine, None, settings.scheduler_target, enabled=settings.scheduler_enabled
+        )
+        return sync.resync()
     finally:
         engine.dispose()

@@ -1,17 +1,18 @@
-"""Settings read from the environment (documented in ``.env.example``) through
-pydantic-settings, checked once; and the flags and knobs read on every tick."""
+"""The one place configuration is read: :class:`Settings` from the environment (documented in
+``.env.example``) through pydantic-settings, checked once when an entry point starts, and
+:class:`Flags`, the switches read on every tick."""
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jlg_pipeline.domain.constants import GENERATION_CONCURRENCY, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
-from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jlg"
 MIN_JWT_SECRET_BYTES = 32
@@ -24,9 +25,6 @@ MIN_TEST_WINDOW_MS = 1000
 MAX_SESSIONS_PER_RUN = 1000
 """A run's config lists its sessions, and a sensor tick receives at most 500 messages."""
 MAX_GENERATION_CONCURRENCY = 32
-
-
-Number = TypeVar("Number", int, float)
 
 
 class RegistrarKind(StrEnum):
@@ -49,42 +47,36 @@ def parse_flag(name: str, raw: str | None, default: bool = False) -> bool:
     raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
 
-def scheduler_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """ENABLE_JOIN_LINK_SCHEDULER, read when asked so flipping it needs no deploy."""
-    env = os.environ if environ is None else environ
-    return parse_flag("ENABLE_JOIN_LINK_SCHEDULER", env.get("ENABLE_JOIN_LINK_SCHEDULER"))
+SCHEDULER_FLAG = "ENABLE_JOIN_LINK_SCHEDULER"
+FALLBACK_CRON_FLAG = "ENABLE_JOIN_LINK_FALLBACK_CRON"
 
 
-def fallback_cron_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """ENABLE_JOIN_LINK_FALLBACK_CRON, read when asked so flipping it needs no deploy."""
-    env = os.environ if environ is None else environ
-    return parse_flag("ENABLE_JOIN_LINK_FALLBACK_CRON", env.get("ENABLE_JOIN_LINK_FALLBACK_CRON"))
+class Flags(BaseModel):
+    """The switches the code location reads on every tick, so turning a path off needs no
+    deploy (the web app reads the scheduler flag once, at start, through Settings).
+    :meth:`read` is the one place they are read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scheduler_enabled: bool = False
+    """ENABLE_JOIN_LINK_SCHEDULER: the real-time path, schedule sync and the watchdog."""
+    fallback_cron_enabled: bool = False
+    """ENABLE_JOIN_LINK_FALLBACK_CRON: the 4-hourly sweep."""
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str] | None = None) -> "Flags":
+        """The flags as ``environ`` (the process environment by default) says now."""
+        env = os.environ if environ is None else environ
+        return cls(
+            scheduler_enabled=parse_flag(SCHEDULER_FLAG, env.get(SCHEDULER_FLAG)),
+            fallback_cron_enabled=parse_flag(FALLBACK_CRON_FLAG, env.get(FALLBACK_CRON_FLAG)),
+        )
 
 
 DEFAULT_SQS_SENSOR_INTERVAL_S = 5
-
-
-def sqs_sensor_interval_s(environ: Mapping[str, str] | None = None) -> int:
-    """JLG_SQS_SENSOR_INTERVAL_S: the least time between two SQS sensor ticks. Dagster's
-    sensor daemon loops every 5 s, so lower values change nothing."""
-    env = os.environ if environ is None else environ
-    return _positive(env, "JLG_SQS_SENSOR_INTERVAL_S", DEFAULT_SQS_SENSOR_INTERVAL_S, int)
-
-
 DEFAULT_SQS_WAIT_S = 4
 MAX_SQS_WAIT_S = 20  # SQS's own limit
-
-
-def sqs_wait_s(environ: Mapping[str, str] | None = None) -> int:
-    """JLG_SQS_WAIT_S: how long a sensor tick's first receive long-polls an empty queue. Kept
-    under the sensor loop's 5 s, so a tick that finds nothing ends before the next is due."""
-    env = os.environ if environ is None else environ
-    raw = (env.get("JLG_SQS_WAIT_S") or "").strip()
-    if not raw:
-        return DEFAULT_SQS_WAIT_S
-    if not raw.isdigit() or int(raw) > MAX_SQS_WAIT_S:
-        raise ConfigError(f"JLG_SQS_WAIT_S must be a whole number from 0 to 20, got {raw!r}")
-    return int(raw)
+DEFAULT_RETENTION_DAYS = 30.0
 
 
 TEST_WINDOW_VARIABLES = (
@@ -94,12 +86,11 @@ TEST_WINDOW_VARIABLES = (
 )
 
 
-def timing_windows(environ: Mapping[str, str] | None = None) -> TimingWindows:
+def timing_windows(env: Mapping[str, str]) -> TimingWindows:
     """The production windows, unless ``JLG_TEST_GRACE_MS`` / ``JLG_TEST_STALE_MS`` /
     ``JLG_TEST_WATCHDOG_GRACE_MS`` shorten them: for tests and local experiments only, never
     set in production. Each is at least a second: a stale window near zero would make every
     running generation reclaimable."""
-    env = os.environ if environ is None else environ
     defaults = TimingWindows()
     values = {}
     for name, field_name in TEST_WINDOW_VARIABLES:
@@ -157,7 +148,27 @@ class Settings(BaseSettings):
         le=MAX_GENERATION_CONCURRENCY,
     )
     """Sessions a run generates at once: the bulkRegister calls one run opens at once."""
-    scheduler_enabled: bool = Field(False, validation_alias="ENABLE_JOIN_LINK_SCHEDULER")
+    scheduler_enabled: bool = Field(False, validation_alias=SCHEDULER_FLAG)
+    """Read once, when the settings are (the web app's start); sensors read :class:`Flags`."""
+    sqs_queue_url: str | None = Field(None, validation_alias="JLG_SQS_QUEUE_URL")
+    sqs_sensor_interval_s: int = Field(
+        DEFAULT_SQS_SENSOR_INTERVAL_S, validation_alias="JLG_SQS_SENSOR_INTERVAL_S", gt=0
+    )
+    """The least time between two SQS sensor ticks; Dagster's sensor loop runs every 5 s, so
+    lower values change nothing."""
+    sqs_wait_s: int = Field(
+        DEFAULT_SQS_WAIT_S, validation_alias="JLG_SQS_WAIT_S", ge=0, le=MAX_SQS_WAIT_S
+    )
+    """How long a tick's first receive long-polls an empty queue: under the 5 s loop, so a
+    tick that finds nothing ends before the next is due."""
+    dagster_retention_days: float = Field(
+        DEFAULT_RETENTION_DAYS,
+        validation_alias="JLG_DAGSTER_RETENTION_DAYS",
+        ge=1,
+        lt=100_000,
+        allow_inf_nan=False,
+    )
+    """Days a finished Dagster run is kept before the prune job deletes it."""
     scheduler_target: ScheduleTarget | None = None
     """From AWS_SCHEDULER_TARGET_QUEUE_ARN, AWS_SCHEDULER_EXECUTION_ROLE_ARN and
     AWS_SCHEDULER_GROUP_NAME; None unless both ARNs are set."""
@@ -187,13 +198,14 @@ class Settings(BaseSettings):
         raw = {k: v for k, v in values.items() if not (isinstance(v, str) and not v.strip())}
         if isinstance(raw.get("JLG_REGISTRAR"), str):
             raw["JLG_REGISTRAR"] = raw["JLG_REGISTRAR"].strip().lower()
-        if "ENABLE_JOIN_LINK_SCHEDULER" in raw:
-            raw["ENABLE_JOIN_LINK_SCHEDULER"] = scheduler_enabled(raw)
-        queue_arn = raw.get("AWS_SCHEDULER_TARGET_QUEUE_ARN")
-        role_arn = raw.get("AWS_SCHEDULER_EXECUTION_ROLE_ARN")
-        group = raw.get("AWS_SCHEDULER_GROUP_NAME") or DEFAULT_GROUP
-        if queue_arn and role_arn and "scheduler_target" not in raw:
-            raw["scheduler_target"] = ScheduleTarget(queue_arn, role_arn, group)
+        if SCHEDULER_FLAG in raw:
+            raw[SCHEDULER_FLAG] = Flags.read(raw).scheduler_enabled
+        if "scheduler_target" not in raw:
+            raw["scheduler_target"] = ScheduleTarget.of(
+                raw.get("AWS_SCHEDULER_TARGET_QUEUE_ARN"),
+                raw.get("AWS_SCHEDULER_EXECUTION_ROLE_ARN"),
+                raw.get("AWS_SCHEDULER_GROUP_NAME"),
+            )
         if "windows" not in raw:
             raw["windows"] = timing_windows(raw)
         return raw
@@ -248,18 +260,3 @@ def check_jwt_secret(secret: str) -> None:
         )
     if secret.strip() == EXAMPLE_JWT_SECRET:
         raise ConfigError("JLG_JWT_SECRET is the .env.example placeholder; generate a real one")
-
-
-def _positive(
-    env: Mapping[str, str], name: str, default: Number, kind: Callable[[str], Number]
-) -> Number:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a positive number, got {raw!r}") from None
-    if not 0 < value < float("inf"):
-        raise ConfigError(f"{name} must be a positive number, got {raw!r}")
-    return value

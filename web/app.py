@@ -20,7 +20,7 @@ from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
-from jlg_pipeline.services.schedule_sync import Scheduler
+from jlg_pipeline.services.eventbridge_sync import Scheduler
 from web import envelope, routes
 from web.after_response import FAST_PATH_WORKERS, AfterResponse
 from web.auth import JwtBackend, on_auth_error
@@ -51,15 +51,18 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine = bootstrap.build_engine(settings, pool_timeout_s=POOL_TIMEOUT_S)
+        engine = bootstrap.build_engine(settings.database_url, pool_timeout_s=POOL_TIMEOUT_S)
         # The fast path's own pool: it never takes a connection a request is waiting for.
         sync_engine = bootstrap.build_engine(
-            settings, pool_size=FAST_PATH_WORKERS, max_overflow=0, pool_timeout_s=POOL_TIMEOUT_S
+            settings.database_url,
+            pool_size=FAST_PATH_WORKERS,
+            max_overflow=0,
+            pool_timeout_s=POOL_TIMEOUT_S,
         )
         sessions = bootstrap.build_program_session_service(
             settings,
             engine,
-            scheduler if scheduler is not None else bootstrap.build_scheduler(settings),
+            scheduler if scheduler is not None else bootstrap.scheduler_for(settings),
             sync_engine=sync_engine,
         )
         after_response = AfterResponse()

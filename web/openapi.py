@@ -6,8 +6,11 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from jlg_pipeline.domain.constants import BIGINT_MAX
 from web.envelope import ERRORS
 from web.schemas import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
     AttemptResponse,
     ChangeResponse,
     ErrorEnvelope,
@@ -70,7 +73,7 @@ def build_openapi() -> dict[str, Any]:
         "in": "path",
         "required": True,
         "description": "Program session id",
-        "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        "schema": {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
     }
     identity_headers = [
         {
@@ -172,15 +175,7 @@ def build_openapi() -> dict[str, Any]:
                             "name": "status",
                             "in": "query",
                             "required": False,
-                            "schema": {
-                                "enum": [
-                                    "NOT_SCHEDULED",
-                                    "SCHEDULED",
-                                    "IN_PROGRESS",
-                                    "COMPLETED",
-                                    "FAILED",
-                                ]
-                            },
+                            "schema": {"$ref": "#/components/schemas/LinkGenerationStatus"},
                         },
                         {
                             "name": "limit",
@@ -189,8 +184,8 @@ def build_openapi() -> dict[str, Any]:
                             "schema": {
                                 "type": "integer",
                                 "minimum": 1,
-                                "maximum": 500,
-                                "default": 50,
+                                "maximum": MAX_LIST_LIMIT,
+                                "default": DEFAULT_LIST_LIMIT,
                             },
                         },
                         {
@@ -201,7 +196,7 @@ def build_openapi() -> dict[str, Any]:
                             "schema": {
                                 "type": "integer",
                                 "minimum": 0,
-                                "maximum": 2**63 - 1,
+                                "maximum": BIGINT_MAX,
                                 "default": 0,
                             },
                         },

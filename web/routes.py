@@ -11,13 +11,15 @@ from web.auth import actor_id, admin_only
 from web.envelope import success
 from web.schemas import (
     MAX_BODY_BYTES,
-    attempt_data,
-    change_data,
-    list_item_data,
+    AttemptResponse,
+    ChangeResponse,
+    LinkGenerationResponse,
+    SessionListItem,
+    SessionPage,
+    body,
     parse_listing_query,
     parse_session_id,
     parse_set_body,
-    response_data,
 )
 
 
@@ -33,14 +35,14 @@ async def link_generation(request: Request) -> Response:
 async def link_generation_attempts(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
     records = await run_in_threadpool(request.app.state.sessions.attempts, session_id)
-    return success([attempt_data(r) for r in records])
+    return success([body(AttemptResponse.of(r)) for r in records])
 
 
 @admin_only
 async def link_generation_changes(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
     changes = await run_in_threadpool(request.app.state.sessions.changes, session_id)
-    return success([change_data(c) for c in changes])
+    return success([body(ChangeResponse.of(c)) for c in changes])
 
 
 @admin_only
@@ -49,13 +51,14 @@ async def list_link_generation(request: Request) -> Response:
     states, next_after_id = await run_in_threadpool(
         request.app.state.sessions.list_link_generation, status, limit, after_id
     )
-    return success({"items": [list_item_data(s) for s in states], "nextAfterId": next_after_id})
+    page = SessionPage(items=[SessionListItem.of(s) for s in states], nextAfterId=next_after_id)
+    return success(body(page))
 
 
 async def get_link_generation(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
     state = await run_in_threadpool(request.app.state.sessions.get_link_generation, session_id)
-    return success(response_data(state))
+    return success(body(LinkGenerationResponse.of(state)))
 
 
 async def set_link_generation(request: Request) -> Response:
@@ -70,7 +73,7 @@ async def set_link_generation(request: Request) -> Response:
         actor_id(request),
         request.app.state.after_response.submit,
     )
-    return success(response_data(state))
+    return success(body(LinkGenerationResponse.of(state)))
 
 
 async def read_body(request: Request, limit: int) -> bytes:

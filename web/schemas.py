@@ -9,7 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, W
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
-from jlg_pipeline.domain.models import AttemptRecord, IntentChange, LinkGenerationState
+from jlg_pipeline.domain.models import (
+    AttemptOutcome,
+    AttemptRecord,
+    IntentChange,
+    LinkGenerationState,
+)
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from web.envelope import utc_z
 
@@ -38,13 +43,18 @@ class SetLinkGenerationDto(BaseModel):
     )
 
 
-Status = Literal["NOT_SCHEDULED", "SCHEDULED", "IN_PROGRESS", "COMPLETED", "FAILED"]
-
-
 class LinkGenerationResponse(BaseModel):
     id: int
     linkGenerationAt: str | None = Field(description="UTC, ending in Z; null when not scheduled")
-    linkGenerationStatus: Status
+    linkGenerationStatus: LinkGenerationStatus
+
+    @classmethod
+    def of(cls, state: LinkGenerationState) -> "LinkGenerationResponse":
+        return cls(
+            id=state.id,
+            linkGenerationAt=utc_z(state.link_generation_at),
+            linkGenerationStatus=state.status,
+        )
 
 
 class AttemptResponse(BaseModel):
@@ -55,11 +65,26 @@ class AttemptResponse(BaseModel):
     runId: str | None = Field(description="The Dagster run that claimed, when one did")
     claimedAt: str
     finishedAt: str | None
-    outcome: Literal["IN_PROGRESS", "COMPLETED", "FAILED", "SUPERSEDED", "RECLAIMED"]
+    outcome: AttemptOutcome
     jobId: str | None
     total: int | None
     error: str | None
     lagMs: int
+
+    @classmethod
+    def of(cls, record: AttemptRecord) -> "AttemptResponse":
+        return cls(
+            attempt=record.attempt,
+            trigger=record.trigger,
+            runId=record.run_id,
+            claimedAt=utc_z(record.claimed_at) or "",
+            finishedAt=utc_z(record.finished_at),
+            outcome=record.outcome,
+            jobId=record.job_id,
+            total=record.total,
+            error=record.error,
+            lagMs=round(record.lag.total_seconds() * 1000),
+        )
 
 
 class ChangeResponse(BaseModel):
@@ -70,14 +95,34 @@ class ChangeResponse(BaseModel):
     linkGenerationAt: str | None = Field(description="The time set; null for a clear")
     previousLinkGenerationAt: str | None = Field(description="The time it replaced")
 
+    @classmethod
+    def of(cls, change: IntentChange) -> "ChangeResponse":
+        return cls(
+            changedAt=utc_z(change.changed_at) or "",
+            actorUserId=change.actor_user_id,
+            linkGenerationAt=utc_z(change.link_generation_at),
+            previousLinkGenerationAt=utc_z(change.previous_link_generation_at),
+        )
+
 
 class SessionListItem(BaseModel):
     id: int
     linkGenerationAt: str | None
-    linkGenerationStatus: Status
+    linkGenerationStatus: LinkGenerationStatus
     attempt: int
     lastError: str | None
     updatedAt: str
+
+    @classmethod
+    def of(cls, state: LinkGenerationState) -> "SessionListItem":
+        return cls(
+            id=state.id,
+            linkGenerationAt=utc_z(state.link_generation_at),
+            linkGenerationStatus=state.status,
+            attempt=state.attempt,
+            lastError=state.last_error,
+            updatedAt=utc_z(state.updated_at) or "",
+        )
 
 
 class SessionPage(BaseModel):
@@ -100,47 +145,10 @@ class ErrorEnvelope(BaseModel):
     error: ErrorBody
 
 
-def response_data(state: LinkGenerationState) -> dict[str, Any]:
-    return {
-        "id": state.id,
-        "linkGenerationAt": utc_z(state.link_generation_at),
-        "linkGenerationStatus": state.status.value,
-    }
-
-
-def attempt_data(record: AttemptRecord) -> dict[str, Any]:
-    return {
-        "attempt": record.attempt,
-        "trigger": record.trigger,
-        "runId": record.run_id,
-        "claimedAt": utc_z(record.claimed_at),
-        "finishedAt": utc_z(record.finished_at),
-        "outcome": record.outcome.value,
-        "jobId": record.job_id,
-        "total": record.total,
-        "error": record.error,
-        "lagMs": round(record.lag.total_seconds() * 1000),
-    }
-
-
-def change_data(change: IntentChange) -> dict[str, Any]:
-    return ChangeResponse(
-        changedAt=utc_z(change.changed_at) or "",
-        actorUserId=change.actor_user_id,
-        linkGenerationAt=utc_z(change.link_generation_at),
-        previousLinkGenerationAt=utc_z(change.previous_link_generation_at),
-    ).model_dump()
-
-
-def list_item_data(state: LinkGenerationState) -> dict[str, Any]:
-    return {
-        "id": state.id,
-        "linkGenerationAt": utc_z(state.link_generation_at),
-        "linkGenerationStatus": state.status.value,
-        "attempt": state.attempt,
-        "lastError": state.last_error,
-        "updatedAt": utc_z(state.updated_at),
-    }
+def body(model: BaseModel) -> dict[str, Any]:
+    """A response model as the JSON the envelope carries (the shape the OpenAPI document
+    gives it)."""
+    return model.model_dump(mode="json")
 
 
 LISTING_PARAMETERS = {"status", "limit", "afterId"}

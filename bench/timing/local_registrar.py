@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 
 from bench.common import add_registrants, add_sessions, bench_database, machine, table, timed
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.models import BulkRegisterRequest
 
@@ -62,7 +62,7 @@ def main() -> None:
     with bench_database("jlg_bench_registrar") as url:
         engine = create_engine(url)
         session_id = setup(engine, args.registrants)
-        registrar = LocalRegistrar(engine)
+        registrar = EmbeddedRegistrar(engine)
         bulk, copied = [], []
         for _ in range(args.repeat):
             clear_links(engine)
@@ -74,7 +74,7 @@ def main() -> None:
             f"Local registrar: {args.registrants:,} registrants, batches of "
             f"{DEFAULT_REGISTRAR_BATCH_SIZE} ({machine()})",
             [
-                ("LocalRegistrar.bulk_register", f"{b * 1000:.0f}", f"{b / c:.2f}x"),
+                ("EmbeddedRegistrar.bulk_register", f"{b * 1000:.0f}", f"{b / c:.2f}x"),
                 ("COPY of the same rows", f"{c * 1000:.0f}", "1.00x"),
             ],
             ("path", "best ms", "vs COPY (target ≤ 2x)"),

@@ -25,7 +25,7 @@ from sqlalchemy import Engine, func, select, text
 
 from bench.common import bench_database, contended, machine, reset_due_sessions, table
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.sqs_queue import SqsQueue
 from jlg_pipeline.adapters.tables import local_bulk_job
@@ -49,7 +49,7 @@ def contended_claims(url: str, engine: Engine, claims: int) -> tuple[str, ...]:
 
 def duplicate_delivery(engine: Engine, trials: int) -> tuple[str, ...]:
     repository = ProgramSessionRepository(engine)
-    registrar = LocalRegistrar(engine)
+    registrar = EmbeddedRegistrar(engine)
     reset_due_sessions(engine, trials)  # `trials` due SCHEDULED sessions, ids 1..trials
     with engine.begin() as conn:
         conn.execute(

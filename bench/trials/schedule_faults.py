@@ -42,17 +42,17 @@ from bench.common import add_registrants, add_sessions, bench_database, machine,
 from bench.timing.front_door import admin_headers, app_env, serve
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.domain.schedule import ScheduleTarget
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.generation import generate_for_session
-from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 ON_TIME = timedelta(minutes=2)
 TICK_SECONDS = 5.0
@@ -136,7 +136,7 @@ class World:
         outcome = generate_for_session(
             session_id,
             repository=repository,
-            registrar=LocalRegistrar(self.engine),
+            registrar=EmbeddedRegistrar(self.engine),
             trigger=trigger,
         )
         if outcome.result.value == "completed":

@@ -1,1 +1,2 @@
-"""Adapters: the database schema and repository, the registrars, and (later) AWS clients."""
+"""Adapters: the database schema and all SQL (repository, schedule outbox, intent history,
+metrics snapshot), the registrars, and thin boto3 clients for EventBridge Scheduler and SQS."""

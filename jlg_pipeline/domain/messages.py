@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.errors import InvalidMessage
+from jlg_pipeline.domain.models import BulkRegisterRequest
 
 QUEUE_TYPE = "EVENT"
 SUB_TYPE = "JOIN_LINK_GENERATION"
@@ -28,6 +29,12 @@ class JoinLinkGenerationData(BaseModel):
     role: Annotated[StrictStr, Field(min_length=1, max_length=64)] | None = None
     batchSize: Annotated[StrictInt, Field(ge=1, le=MAX_REGISTRAR_BATCH_SIZE)] | None = None
     actorUserId: Annotated[StrictInt, Field(ge=1, le=INT_MAX)] | None = None
+
+    def request(self) -> BulkRegisterRequest:
+        """The bulkRegister request the message asks for (its fields already checked)."""
+        return BulkRegisterRequest(
+            self.programSessionId, self.role, self.batchSize, self.actorUserId
+        )
 
 
 class JoinLinkGenerationMessage(BaseModel):

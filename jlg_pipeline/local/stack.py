@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from jlg_pipeline import bootstrap
-from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import aws as local_aws
@@ -200,7 +199,7 @@ def run_dev(root: Path) -> int:
             standin.start()
 
         migrate(pg.app_url)
-        engine = create_engine(pg.app_url)
+        engine = bootstrap.build_engine(pg.app_url)
         try:
             demo_ids = seed_demo(engine)
         finally:

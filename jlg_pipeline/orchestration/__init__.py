@@ -1,2 +1,4 @@
-"""The Dagster shell over the core: resources, jobs, the SQS sensor and the fallback
-schedule. Op and sensor bodies are a few lines calling the plain services."""
+"""The Dagster shell over the core, one module per feature: generation runs, the SQS events,
+EventBridge schedule sync, the watchdog, the fallback (sweep and backfill) and pruning; with
+the resources, the run requests and tags they share. Op and sensor bodies are a few lines
+calling the plain services."""

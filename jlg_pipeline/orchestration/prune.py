@@ -6,7 +6,6 @@ with their event logs, through the instance API, in bounded batches. Queued and 
 runs are never touched. Deleting is safe: duplicates are stopped by the claim, not by run
 keys, so a message redelivered after its run is gone generates nothing twice."""
 
-import os
 from datetime import UTC, datetime, timedelta
 
 from dagster import (
@@ -17,6 +16,7 @@ from dagster import (
     Output,
     RunRequest,
     RunsFilter,
+    ScheduleDefinition,
     ScheduleEvaluationContext,
     in_process_executor,
     job,
@@ -24,11 +24,11 @@ from dagster import (
     schedule,
 )
 
+from jlg_pipeline.config import DEFAULT_RETENTION_DAYS
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, Lane, run_tags
 
 PRUNE_JOB = "join_link_dagster_prune_job"
-DEFAULT_RETENTION_DAYS = 30
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 
@@ -38,24 +38,6 @@ class PruneConfig(Config):
     """Runs looked up and deleted per batch."""
     maxRuns: int = 20_000
     """At most this many per run; the next day's run takes the rest."""
-
-
-def retention_days(environ: dict[str, str] | None = None) -> float:
-    """JLG_DAGSTER_RETENTION_DAYS (default 30), read when the schedule ticks."""
-    raw = (
-        (environ if environ is not None else os.environ).get("JLG_DAGSTER_RETENTION_DAYS") or ""
-    ).strip()
-    if not raw:
-        return DEFAULT_RETENTION_DAYS
-    try:
-        days = float(raw)
-    except ValueError:
-        raise ConfigError(
-            f"JLG_DAGSTER_RETENTION_DAYS must be a number of days, got {raw!r}"
-        ) from None
-    if not 1 <= days < 100_000:
-        raise ConfigError(f"JLG_DAGSTER_RETENTION_DAYS must be at least 1, got {raw!r}")
-    return days
 
 
 @op(name="prune_dagster_runs")
@@ -98,16 +80,25 @@ def join_link_dagster_prune_job() -> None:
     prune_dagster_runs()
 
 
-@schedule(
-    name="join_link_dagster_prune_schedule",
-    job=join_link_dagster_prune_job,
-    cron_schedule="30 3 * * *",
-    execution_timezone="UTC",
-    default_status=DefaultScheduleStatus.RUNNING,
-    description="Daily: delete finished runs older than JLG_DAGSTER_RETENTION_DAYS (30).",
-)
-def join_link_dagster_prune_schedule(context: ScheduleEvaluationContext) -> RunRequest:
-    return RunRequest(
-        run_config={"ops": {"prune_dagster_runs": {"config": {"olderThanDays": retention_days()}}}},
-        tags={TRIGGER_TAG: "cron"},
+def build_prune_schedule(retention_days: float) -> ScheduleDefinition:
+    """The daily prune of runs older than ``retention_days`` (JLG_DAGSTER_RETENTION_DAYS, read
+    with the code location's settings)."""
+
+    @schedule(
+        name="join_link_dagster_prune_schedule",
+        job=join_link_dagster_prune_job,
+        cron_schedule="30 3 * * *",
+        execution_timezone="UTC",
+        default_status=DefaultScheduleStatus.RUNNING,
+        description=f"Daily: delete finished runs older than {retention_days:g} days "
+        "(JLG_DAGSTER_RETENTION_DAYS).",
     )
+    def join_link_dagster_prune_schedule(context: ScheduleEvaluationContext) -> RunRequest:
+        return RunRequest(
+            run_config={
+                "ops": {"prune_dagster_runs": {"config": {"olderThanDays": retention_days}}}
+            },
+            tags={TRIGGER_TAG: "cron"},
+        )
+
+    return join_link_dagster_prune_schedule

@@ -1,18 +1,21 @@
-"""Thin Dagster resources handing out the plain adapters. They read nothing from the
-environment themselves: ``definitions.py`` configures them (secrets through ``EnvVar``, so
-the UI never shows them) and picks the registrar implementation per deployment."""
+"""Thin Dagster resources, every one a ``ConfigurableResource``, handing out the plain
+adapters that ``jlg_pipeline.bootstrap`` assembles (the same functions the web app and the CLI
+use). They read nothing from the environment themselves: ``definitions.py`` configures them
+from the code location's Settings, secrets as ``EnvVar`` (resolved in the run, never shown in
+the UI)."""
 
-from collections.abc import Iterator
+from contextlib import ExitStack
 
-from dagster import ConfigurableResource, Field, InitResourceContext, StringSource, resource
+from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 from sqlalchemy import Engine
 
-from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline import bootstrap
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.registrars.http import DEFAULT_TIMEOUT_S
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQueue, sqs_client
+from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQueue
+from jlg_pipeline.config import Flags, RegistrarKind
 from jlg_pipeline.domain.constants import (
     GENERATION_CONCURRENCY,
     GRACE_MS,
@@ -21,6 +24,9 @@ from jlg_pipeline.domain.constants import (
     TimingWindows,
 )
 from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
+from jlg_pipeline.domain.eventbridge_sync import SyncReport
+from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
 
 
 class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
@@ -40,7 +46,9 @@ class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # Each session at work may hold two connections (its registrar's and its lease
         # renewal's); the pool opens them only when they are needed.
-        self._engine = create_engine(self.url, pool_size=2, max_overflow=2 * self.concurrency + 2)
+        self._engine = bootstrap.build_engine(
+            self.url, pool_size=2, max_overflow=2 * self.concurrency + 2
+        )
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._engine is not None:
@@ -58,36 +66,65 @@ class DatabaseResource(ConfigurableResource):  # type: ignore[type-arg]
             stale_ms=self.stale_ms,
             watchdog_grace_ms=self.watchdog_grace_ms,
         )
-        return ProgramSessionRepository(self.engine(), windows)
+        return bootstrap.build_repository(self.engine(), windows)
 
 
-@resource(
-    required_resource_keys={"database"},
-    description="bulkRegister by the embedded registrar, in the application database.",
-)
-def local_registrar(context: InitResourceContext) -> BulkRegistrar:
-    # Imported here: a deployment on the HTTP registrar never loads the local one.
-    from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+class RegistrarResource(ConfigurableResource):  # type: ignore[type-arg]
+    """bulkRegister as ``JLG_REGISTRAR`` says: the embedded registrar (in the application
+    database) or the online-session service over HTTP, its client closed when the run ends.
+    The resource is itself a ``BulkRegistrar``: ops take any one."""
 
-    database: DatabaseResource = context.resources.database
-    return LocalRegistrar(database.engine())
+    database: DatabaseResource
+    kind: str = RegistrarKind.LOCAL.value
+    url: str | None = None
+    token: str | None = None
+    """JLG_ONLINE_SESSION_TOKEN, given as an EnvVar."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    _registrar: BulkRegistrar | None = PrivateAttr(default=None)
+    _closing: ExitStack = PrivateAttr(default_factory=ExitStack)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._registrar = self._closing.enter_context(
+            bootstrap.build_registrar(
+                RegistrarKind(self.kind),
+                self.database.engine(),
+                url=self.url,
+                token=self.token,
+                timeout_s=self.timeout_s,
+            )
+        )
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        self._closing.close()
+        self._registrar = None
+
+    def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+        if self._registrar is None:
+            raise ConfigError("the registrar resource is used outside a run")
+        return self._registrar.bulk_register(request)
 
 
-@resource(
-    config_schema={
-        "url": Field(StringSource, description="JLG_ONLINE_SESSION_URL"),
-        "token": Field(StringSource, description="JLG_ONLINE_SESSION_TOKEN; give it as {env: …}"),
-        "timeout_s": Field(float, default_value=DEFAULT_TIMEOUT_S),
-    },
-    description="bulkRegister over HTTP against the online-session service; the client is "
-    "closed when the run ends.",
-)
-def http_registrar(context: InitResourceContext) -> Iterator[BulkRegistrar]:
-    from jlg_pipeline.adapters.registrars.http import HttpRegistrar
+class ScheduleSyncResource(ConfigurableResource):  # type: ignore[type-arg]
+    """Applies pending schedule changes to EventBridge Scheduler (Create/Update/DeleteSchedule
+    only); whether the scheduler is on is read when the run starts."""
 
-    config = context.resource_config
-    with HttpRegistrar(config["url"], config["token"], timeout_s=config["timeout_s"]) as registrar:
-        yield registrar
+    database: DatabaseResource
+    queue_arn: str | None = None
+    role_arn: str | None = None
+    group_name: str | None = None
+    aws_region: str | None = None
+    aws_endpoint_url: str | None = None
+
+    def sync(self, limit: int) -> SyncReport:
+        """``ScheduleSync.sync`` with the adapters ``bootstrap`` assembles."""
+        schedule_sync = bootstrap.build_schedule_sync(
+            self.database.engine(),
+            bootstrap.build_scheduler(self.aws_region, self.aws_endpoint_url),
+            ScheduleTarget.of(self.queue_arn, self.role_arn, self.group_name),
+            enabled=Flags.read().scheduler_enabled,
+        )
+        return schedule_sync.sync(limit)
 
 
 class SqsQueueResource(ConfigurableResource):  # type: ignore[type-arg]
@@ -100,11 +137,12 @@ class SqsQueueResource(ConfigurableResource):  # type: ignore[type-arg]
     after this long. Longer than a tick and the next one, which acknowledges them."""
     wait_seconds: int = 0
     """How long a tick's first receive waits for a message to arrive (SQS long polling)."""
+    aws_region: str | None = None
+    aws_endpoint_url: str | None = None
 
     def queue(self) -> SqsQueue:
         if not self.queue_url:
             raise ConfigError("JLG_SQS_QUEUE_URL is not set; the SQS sensor cannot poll")
-        # Region and endpoint come from the standard AWS_* variables, as boto3 reads them.
-        return SqsQueue(
-            sqs_client(), self.queue_url, visibility_timeout=self.visibility_timeout_seconds
+        return bootstrap.build_queue(
+            self.queue_url, self.visibility_timeout_seconds, self.aws_region, self.aws_endpoint_url
         )

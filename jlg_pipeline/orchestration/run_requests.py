@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from dagster import DagsterInstance, RunRequest, RunsFilter
 
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.orchestration.tags import (
     CORRELATION_TAG,
     LANE_TAG,
@@ -32,23 +32,16 @@ COVERS_TAG_PREFIX = "jlg/covers."
 COVERED = "1"
 
 
-@dataclass(frozen=True, slots=True)
-class SessionOptions:
-    """One session of a run and the options its bulkRegister gets (TRD event-01's data)."""
-
-    session_id: int
-    role: str | None = None
-    batch_size: int | None = None
-    actor_user_id: int | None = None
-
-    def config(self) -> dict[str, str | int]:
-        values = {
-            "programSessionId": self.session_id,
-            "role": self.role,
-            "batchSize": self.batch_size,
-            "actorUserId": self.actor_user_id,
-        }
-        return {k: v for k, v in values.items() if v is not None}
+def op_config(request: BulkRegisterRequest) -> dict[str, str | int]:
+    """A session's entry in a generation run's config (TRD event-01's data; absent options
+    left out)."""
+    values = {
+        "programSessionId": request.session_id,
+        "role": request.role,
+        "batchSize": request.batch_size,
+        "actorUserId": request.actor_user_id,
+    }
+    return {k: v for k, v in values.items() if v is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +49,7 @@ class Work:
     """One unit a sensor asks a run for: a message or a direct launch, named by its run key."""
 
     key: str
-    options: SessionOptions
+    request: BulkRegisterRequest
     correlation_id: str | None = None
 
 
@@ -67,22 +60,22 @@ def covers_tag(key: str) -> str:
 
 
 def generation_run_request(
-    options: SessionOptions, trigger: Trigger, run_key: str, correlation_id: str | None
+    request: BulkRegisterRequest, trigger: Trigger, run_key: str, correlation_id: str | None
 ) -> RunRequest:
     """A ``join_link_generation_job`` run for one session, tagged with it and its trigger."""
-    tags = {SESSION_TAG: str(options.session_id), TRIGGER_TAG: trigger.value}
+    tags = {SESSION_TAG: str(request.session_id), TRIGGER_TAG: trigger.value}
     if correlation_id:
         tags[CORRELATION_TAG] = correlation_id[:200]
     return RunRequest(
         run_key=run_key,
         job_name=GENERATION_JOB,
-        run_config={"ops": {GENERATE_OP: {"config": options.config()}}},
+        run_config={"ops": {GENERATE_OP: {"config": op_config(request)}}},
         tags=tags,
     )
 
 
 def shared_run_request(
-    sessions: Sequence[SessionOptions],
+    sessions: Sequence[BulkRegisterRequest],
     trigger: Trigger,
     lane: str,
     run_key: str | None = None,
@@ -96,7 +89,7 @@ def shared_run_request(
         run_key=run_key,
         job_name=SHARED_GENERATION_JOB,
         run_config={
-            "ops": {SHARED_GENERATE_OP: {"config": {"sessions": [s.config() for s in sessions]}}}
+            "ops": {SHARED_GENERATE_OP: {"config": {"sessions": [op_config(s) for s in sessions]}}}
         },
         tags={
             TRIGGER_TAG: trigger.value,
@@ -112,12 +105,12 @@ def run_requests_for(
     """One ``join_link_generation_job`` run per unit when ``max_sessions_per_run`` is 1 (its
     run key the unit's); otherwise shared runs on the real-time lane of up to that many
     sessions, in the order given. Units for the same session (a duplicate delivery) share
-    its place in one run, with the first unit's options."""
+    its place in one run, with the first unit's request."""
     if max_sessions_per_run <= 1:
-        return [generation_run_request(w.options, trigger, w.key, w.correlation_id) for w in work]
+        return [generation_run_request(w.request, trigger, w.key, w.correlation_id) for w in work]
     by_session: dict[int, list[Work]] = {}
     for unit in work:
-        by_session.setdefault(unit.options.session_id, []).append(unit)
+        by_session.setdefault(unit.request.session_id, []).append(unit)
     groups = list(by_session.values())
     requests = []
     for start in range(0, len(groups), max_sessions_per_run):
@@ -125,7 +118,7 @@ def run_requests_for(
         keys = sorted(unit.key for group in chunk for unit in group)
         requests.append(
             shared_run_request(
-                [group[0].options for group in chunk],
+                [group[0].request for group in chunk],
                 trigger,
                 Lane.REALTIME,
                 run_key=_shared_run_key(keys),

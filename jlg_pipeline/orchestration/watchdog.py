@@ -23,10 +23,10 @@ from dagster import (
     sensor,
 )
 
-from jlg_pipeline.config import scheduler_enabled
-from jlg_pipeline.domain.models import DueSession, Trigger
+from jlg_pipeline.config import Flags
+from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
 from jlg_pipeline.orchestration.resources import DatabaseResource
-from jlg_pipeline.orchestration.run_requests import SessionOptions, shared_run_request
+from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.tags import Lane
 
 WATCHDOG_INTERVAL_S = 15
@@ -72,7 +72,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
     def join_link_watchdog_sensor(
         context: SensorEvaluationContext, database: DatabaseResource
     ) -> SensorResult | SkipReason:
-        if not scheduler_enabled():
+        if not Flags.read().scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")
         now = time.time()
         launched = decode_launched(context.cursor, now)
@@ -86,7 +86,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
         launched.update({s.id: now for s in fresh})
         requests = [
             shared_run_request(
-                [SessionOptions(s.id, actor_user_id=s.actor_user_id) for s in chunk],
+                [BulkRegisterRequest(s.id, actor_user_id=s.actor_user_id) for s in chunk],
                 Trigger.WATCHDOG,
                 Lane.RECOVERY,
             )

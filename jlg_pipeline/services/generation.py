@@ -61,7 +61,7 @@ def generate_for_session(
     """
     if not isinstance(trigger, Trigger):
         raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
-    # Checked once, here, before any write; the repository and the registrar trust it.
+    # Checked before any write, so bad input fails here and never half-way through.
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 

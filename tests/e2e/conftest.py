@@ -18,7 +18,6 @@ from unittest import mock
 import httpx
 import pytest
 from dagster import DagsterInstance, DagsterRun
-from dagster._core.instance.ref import InstanceRef
 from sqlalchemy import Engine
 
 from jlg_pipeline.local.aws import LocalAws, start_moto
@@ -74,7 +73,7 @@ class Stack:
         storage = {"DAGSTER_POSTGRES_URL": self.env["DAGSTER_POSTGRES_URL"]}
         with (
             mock.patch.dict(os.environ, storage),
-            DagsterInstance.from_ref(InstanceRef.from_dir(self.env["DAGSTER_HOME"])) as instance,
+            DagsterInstance.from_config(self.env["DAGSTER_HOME"]) as instance,
         ):
             return list(instance.get_runs())
 

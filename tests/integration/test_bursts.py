@@ -16,19 +16,17 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.errors import RegistrarRejected
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
-from jlg_pipeline.domain.schedule import ScheduleTarget
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.orchestration.jobs import (
-    build_shared_generation_job,
-    join_link_fallback_sweep_job,
-)
+from jlg_pipeline.orchestration.eventbridge_sync import build_schedule_sync_sensor
+from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
+from jlg_pipeline.orchestration.generation import build_shared_generation_job
 from jlg_pipeline.orchestration.resources import DatabaseResource, SqsQueueResource
-from jlg_pipeline.orchestration.schedule_sync import build_schedule_sync_sensor
-from jlg_pipeline.orchestration.sensors import build_sqs_sensor
+from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
+from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
-from jlg_pipeline.services.schedule_sync import ScheduleSync
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.web import ROLE_ARN, Aws

@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.claim_race import claim_race
+from testkit.claim_race import claim_race
 from tests.support.factories import create_session, force_state, session_row
 
 S = LinkGenerationStatus

@@ -7,13 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance
-from dagster._core.run_coordinator import QueuedRunCoordinator
+from dagster import DagsterInstance, QueuedRunCoordinator
 from dagster_postgres import PostgresRunStorage
 from sqlalchemy import Engine
 
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.orchestration.jobs import build_generation_job
+from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import DatabaseResource
 from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar

@@ -11,14 +11,11 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import Answer, online_session_service
-from jlg_pipeline.orchestration.jobs import (
-    build_generation_job,
-    join_link_backfill_job,
-    join_link_fallback_sweep_job,
-)
+from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
+from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
+from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 

@@ -12,9 +12,11 @@ from dagster import DagsterInstance, DagsterRunStatus, job
 from sqlalchemy import Engine as SqlEngine
 from sqlalchemy import create_engine, text
 
+from jlg_pipeline.config import Settings
+from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.orchestration.jobs import build_generation_job
-from jlg_pipeline.orchestration.prune import join_link_dagster_prune_job, retention_days
+from jlg_pipeline.orchestration.generation import build_generation_job
+from jlg_pipeline.orchestration.prune import join_link_dagster_prune_job
 from jlg_pipeline.orchestration.resources import DatabaseResource
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
@@ -117,8 +119,8 @@ def test_a_message_redelivered_after_pruning_generates_nothing_twice(
 
 
 def test_the_retention_comes_from_the_environment() -> None:
-    assert retention_days({}) == 30
-    assert retention_days({"JLG_DAGSTER_RETENTION_DAYS": "7"}) == 7
+    assert Settings.from_env({}).dagster_retention_days == 30
+    assert Settings.from_env({"JLG_DAGSTER_RETENTION_DAYS": "7"}).dagster_retention_days == 7
     for bad in ("0", "x", "-3"):
-        with pytest.raises(Exception, match="JLG_DAGSTER_RETENTION_DAYS"):
-            retention_days({"JLG_DAGSTER_RETENTION_DAYS": bad})
+        with pytest.raises(ConfigError, match="JLG_DAGSTER_RETENTION_DAYS"):
+            Settings.from_env({"JLG_DAGSTER_RETENTION_DAYS": bad})

@@ -15,14 +15,14 @@ from dagster import (
     build_sensor_context,
     job,
 )
-from dagster._core.storage.tags import RUN_KEY_TAG
 from sqlalchemy import Engine
 
 from jlg_pipeline.definitions import defs
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.orchestration.jobs import build_generation_job
+from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import DatabaseResource, SqsQueueResource
-from jlg_pipeline.orchestration.sensors import build_sqs_sensor
+from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
+from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.web import Aws

@@ -9,8 +9,8 @@ import pytest
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
-from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.ports import free_port
+from testkit.online_session import Answer, OnlineSessionService, online_session_service
 
 TOKEN = "svc-token-7f3a9c"
 

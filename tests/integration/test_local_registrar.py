@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from jlg_pipeline.adapters.registrars.local import LocalRegistrar
+from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.tables import local_bulk_job, local_join_link
 from jlg_pipeline.domain.errors import InvalidInput, RegistrarRejected
 from jlg_pipeline.domain.models import BulkRegisterRequest
@@ -29,7 +29,7 @@ def test_registers_every_eligible_registration_in_batches(engine: Engine) -> Non
     add_registrations(engine, 10, 4, role="mentor", first_user_id=1000)
     add_registrations(engine, 10, 3, status="WITHDRAWN", first_user_id=2000)
     add_registrations(engine, 11, 5)  # another program
-    registrar = LocalRegistrar(engine)
+    registrar = EmbeddedRegistrar(engine)
 
     result = registrar.bulk_register(
         BulkRegisterRequest(sid, role="attendee", batch_size=5, actor_user_id=3)
@@ -49,13 +49,13 @@ def test_no_role_means_every_role(engine: Engine) -> None:
     sid = create_session(engine, program_id=10)
     add_registrations(engine, 10, 6, role="attendee")
     add_registrations(engine, 10, 2, role="mentor", first_user_id=100)
-    assert LocalRegistrar(engine).bulk_register(BulkRegisterRequest(sid)).total == 8
+    assert EmbeddedRegistrar(engine).bulk_register(BulkRegisterRequest(sid)).total == 8
 
 
 def test_repeats_create_no_duplicate_join_links(engine: Engine) -> None:
     sid = create_session(engine, program_id=10)
     add_registrations(engine, 10, 40)
-    registrar = LocalRegistrar(engine)
+    registrar = EmbeddedRegistrar(engine)
     first = registrar.bulk_register(BulkRegisterRequest(sid, batch_size=7))
     add_registrations(engine, 10, 2, first_user_id=500)  # late registrants join the rerun
     second = registrar.bulk_register(BulkRegisterRequest(sid, batch_size=7))
@@ -77,7 +77,7 @@ def test_repeats_create_no_duplicate_join_links(engine: Engine) -> None:
 
 def test_missing_or_deleted_session_is_rejected(engine: Engine) -> None:
     sid = create_session(engine)
-    registrar = LocalRegistrar(engine)
+    registrar = EmbeddedRegistrar(engine)
     with pytest.raises(RegistrarRejected):
         registrar.bulk_register(BulkRegisterRequest(sid + 50))
     force_state(engine, sid, LinkGenerationStatus.SCHEDULED, deleted=True)
@@ -92,7 +92,7 @@ def test_missing_or_deleted_session_is_rejected(engine: Engine) -> None:
 def test_bad_request_is_refused_before_any_write(engine: Engine, fields: dict[str, Any]) -> None:
     create_session(engine)
     with pytest.raises(InvalidInput):  # a bad request cannot even be made
-        LocalRegistrar(engine).bulk_register(BulkRegisterRequest(**fields))
+        EmbeddedRegistrar(engine).bulk_register(BulkRegisterRequest(**fields))
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(local_bulk_job)).scalar_one() == 0
 
@@ -102,7 +102,7 @@ def test_a_second_cycle_reports_what_it_created_beside_the_total(engine: Engine)
     registrant covered, ``created`` only the links that did not exist yet."""
     sid = create_session(engine, program_id=12)
     add_registrations(engine, 12, 25)
-    registrar = LocalRegistrar(engine)
+    registrar = EmbeddedRegistrar(engine)
     first = registrar.bulk_register(BulkRegisterRequest(sid))
     assert (first.total, first.created) == (25, 25)
     add_registrations(engine, 12, 2, first_user_id=500)

@@ -19,11 +19,11 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.cli import main
-from jlg_pipeline.domain.schedule import ScheduleTarget, schedule_request
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, schedule_request
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.services.eventbridge_sync import ScheduleSync, SyncAction
 from jlg_pipeline.services.program_session import ProgramSessionService
-from jlg_pipeline.services.schedule_sync import ScheduleSync, SyncAction
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.web import ROLE_ARN, Aws, admin_headers, client_for, settings_for
 

@@ -15,24 +15,23 @@ from dagster import (
     build_sensor_context,
     job,
 )
-from dagster._core.storage.tags import RUN_KEY_TAG
 from sqlalchemy import Engine, text, update
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import schedule_outbox
-from jlg_pipeline.domain.schedule import ScheduleTarget
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.orchestration.jobs import build_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource
-from jlg_pipeline.orchestration.schedule_sync import (
+from jlg_pipeline.orchestration.eventbridge_sync import (
     SYNC_JOB,
     build_schedule_sync_sensor,
     join_link_schedule_sync_job,
 )
-from jlg_pipeline.orchestration.tags import TRIGGER_TAG
+from jlg_pipeline.orchestration.generation import build_generation_job
+from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.tags import RUN_KEY_TAG, TRIGGER_TAG
+from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
-from jlg_pipeline.services.schedule_sync import ScheduleSync
 from tests.support.factories import create_session, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.web import ROLE_ARN, Aws

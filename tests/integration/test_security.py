@@ -26,9 +26,9 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import NonRetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.services.generation import generate_for_session
+from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.web import SECRET, Aws, admin_headers, client_for, raw_token, settings_for
 

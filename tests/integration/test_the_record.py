@@ -23,11 +23,8 @@ from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, 
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.ports import require_free
 from jlg_pipeline.local.stack import write_dev_env
-from jlg_pipeline.orchestration.jobs import (
-    BACKFILL_DAYS,
-    backfill_partitions_from,
-    build_generation_job,
-)
+from jlg_pipeline.orchestration.fallback import BACKFILL_DAYS, backfill_partitions_from
+from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.services.sweep import backfill_window
 from jlg_pipeline.tokens import mint_token

@@ -8,7 +8,7 @@ from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler
 from jlg_pipeline.config import Settings
-from jlg_pipeline.domain.schedule import ScheduleTarget
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.tokens import mint_token
 from web.app import create_app
 

@@ -12,6 +12,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
+# Dagster has no public validator for a configurable class's config: these two are the
+# functions it runs itself when it loads an instance (the only private imports anywhere).
 from dagster._config import validate_config
 from dagster._core.instance.config import dagster_instance_config
 from dagster_postgres import DagsterPostgresStorage

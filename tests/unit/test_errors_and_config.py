@@ -11,7 +11,7 @@ from jlg_pipeline.domain.errors import (
     RetryableGenerationFailed,
     is_retryable,
 )
-from jlg_pipeline.domain.schedule import ScheduleTarget
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import jwt
 import pytest
 
 from jlg_pipeline import cli
-from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Settings, sqs_wait_s, timing_windows
+from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Settings, timing_windows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import stack
 from web.app import create_app
@@ -107,10 +107,10 @@ def test_an_open_data_folder_left_by_an_older_version_is_tightened(tmp_path: Pat
 )
 def test_sqs_wait_is_within_what_sqs_allows(raw: str, ok: bool) -> None:
     if ok:
-        assert sqs_wait_s({"JLG_SQS_WAIT_S": raw}) == int(raw)
+        assert Settings.from_env({"JLG_SQS_WAIT_S": raw}).sqs_wait_s == int(raw)
     else:
         with pytest.raises(ConfigError, match="JLG_SQS_WAIT_S"):
-            sqs_wait_s({"JLG_SQS_WAIT_S": raw})
+            Settings.from_env({"JLG_SQS_WAIT_S": raw})
 
 
 def test_dev_env_is_private_and_sourceable(tmp_path: Path) -> None:

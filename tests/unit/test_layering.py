@@ -1,12 +1,15 @@
 """Imports point one way: the domain core (domain, services) imports neither Dagster,
-Starlette nor the AWS SDK, and no adapter imports an entry point's framework."""
+Starlette nor the AWS SDK, no adapter imports an entry point's framework, the two entry
+points (``web/``, ``orchestration/``) never import each other, and nothing shipped imports
+the test stand-ins (``testkit``, ``tests``)."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "jlg_pipeline"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "jlg_pipeline"
 FRAMEWORKS = {"dagster", "starlette", "uvicorn"}
 AWS = {"boto3", "botocore"}
 RULES = {
@@ -15,6 +18,11 @@ RULES = {
     | {"sqlalchemy", "psycopg", "httpx", "jlg_pipeline.adapters", "jlg_pipeline.services"},
     "services": FRAMEWORKS | AWS | {"sqlalchemy", "psycopg", "httpx"},
     "adapters": FRAMEWORKS | {"jlg_pipeline.services"},
+    "orchestration": {"starlette", "uvicorn", "web"},
+}
+SHIPPED = {
+    "web": {"dagster", "jlg_pipeline.orchestration", "jlg_pipeline.definitions"},
+    "jlg_pipeline": {"testkit", "tests", "bench"},
 }
 
 
@@ -36,3 +44,13 @@ def test_layer_imports(layer: str) -> None:
         for name in _imports(path):
             banned = [b for b in RULES[layer] if name == b or name.startswith(b + ".")]
             assert not banned, f"{path.relative_to(PACKAGE.parent)} imports {name}"
+
+
+@pytest.mark.parametrize("top", sorted(SHIPPED))
+def test_shipped_code_imports(top: str) -> None:
+    files = sorted((ROOT / top).rglob("*.py"))
+    assert files
+    for path in files:
+        for name in _imports(path):
+            banned = [b for b in SHIPPED[top] if name == b or name.startswith(b + ".")]
+            assert not banned, f"{path.relative_to(ROOT)} imports {name}"

@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
+from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, at_expression, schedule_request
 from jlg_pipeline.domain.messages import JoinLinkGenerationMessage, build_message
-from jlg_pipeline.domain.schedule import ScheduleTarget, at_expression, schedule_request
 
 
 def test_at_expression_is_utc_to_the_second() -> None:

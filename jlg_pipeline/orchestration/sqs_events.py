@@ -25,13 +25,12 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
-from jlg_pipeline.config import scheduler_enabled
+from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.orchestration.resources import SqsQueueResource
 from jlg_pipeline.orchestration.run_requests import (
     GENERATION_JOB,
     SHARED_GENERATION_JOB,
-    SessionOptions,
     Work,
     covered_in,
     run_requests_for,
@@ -53,9 +52,11 @@ def run_key_for(message_id: str) -> str:
 
 
 def work_for(accepted: AcceptedEvent) -> Work:
-    data = accepted.event.data
-    options = SessionOptions(data.programSessionId, data.role, data.batchSize, data.actorUserId)
-    return Work(run_key_for(accepted.message_id), options, accepted.event.correlationId)
+    return Work(
+        run_key_for(accepted.message_id),
+        accepted.event.data.request(),
+        accepted.event.correlationId,
+    )
 
 
 def run_exists_in(instance: DagsterInstance, *, shared: bool = False) -> RunExists:
@@ -112,7 +113,7 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
     def join_link_sqs_sensor(
         context: SensorEvaluationContext, sqs_queue: SqsQueueResource
     ) -> SensorResult | SkipReason:
-        if not scheduler_enabled():
+        if not Flags.read().scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the real-time path is disabled")
         queue = sqs_queue.queue()
         run_exists = run_exists_in(context.instance, shared=shared)

@@ -1,5 +1,5 @@
-"""LOCAL ONLY: a stand-in for the online-session service on a real local HTTP server, for
-tests and benchmarks of the HTTP registrar. It answers bulkRegister as scripted (status,
+"""A stand-in for the online-session service on a real local HTTP server, for the tests and
+benchmarks of the HTTP registrar. It answers bulkRegister as scripted (status,
 body, delay, a trickling answer, Retry-After, an echo of our request), can hold each
 session's first call until released (a run stopped or killed inside bulkRegister), and
 records what it was sent."""

@@ -1,20 +1,19 @@
-"""Schedule sync in Dagster: ``join_link_schedule_sync_job`` applies the pending schedule
-changes, and ``join_link_schedule_sync_sensor`` launches it only while changes are due for
-a try, and launches the direct generation runs of near times once they are due (DESIGN.md
-"Schedule sync"). The sensor's check is two probes of one small index; when nothing is due
-it asks for nothing."""
+"""EventBridge schedule sync in Dagster (the one-time EventBridge schedules, not Dagster's
+cron schedules): ``join_link_schedule_sync_job`` applies the pending schedule changes, and
+``join_link_schedule_sync_sensor`` launches it only while changes are due for a try, and
+launches the direct generation runs of near times once they are due (DESIGN.md "Schedule
+sync"). The sensor's check is two probes of one small index; when nothing is due it asks
+for nothing."""
 
 from dataclasses import asdict
+from typing import Protocol
 
 from dagster import (
     Config,
     DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
-    Field,
-    InitResourceContext,
     JobDefinition,
-    Noneable,
     Output,
     ResourceParam,
     RunRequest,
@@ -26,19 +25,16 @@ from dagster import (
     in_process_executor,
     job,
     op,
-    resource,
     sensor,
 )
 
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.config import scheduler_enabled
+from jlg_pipeline.config import Flags
+from jlg_pipeline.domain.eventbridge_sync import SYNC_BATCH_LIMIT, DirectLaunch, SyncReport
 from jlg_pipeline.domain.messages import correlation_id
-from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.domain.schedule import DEFAULT_GROUP, ScheduleTarget
-from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, DirectLaunch
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.run_requests import (
-    SessionOptions,
     Work,
     covered_in,
     run_requests_for,
@@ -50,7 +46,6 @@ from jlg_pipeline.orchestration.tags import (
     Lane,
     run_tags,
 )
-from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 SYNC_JOB = "join_link_schedule_sync_job"
 SYNC_SENSOR_INTERVAL_S = 10
@@ -63,41 +58,20 @@ IN_FLIGHT = [
 ]
 
 
-@resource(
-    required_resource_keys={"database"},
-    config_schema={
-        "queue_arn": Field(Noneable(str), default_value=None),
-        "role_arn": Field(Noneable(str), default_value=None),
-        "group_name": Field(str, default_value=DEFAULT_GROUP),
-    },
-    description="Applies pending schedule changes to EventBridge Scheduler (Create/Update/"
-    "DeleteSchedule only); ENABLE_JOIN_LINK_SCHEDULER is read when the run starts.",
-)
-def schedule_sync(context: InitResourceContext) -> ScheduleSync:
-    # Imported here: boto3 loads only in the runs that call AWS.
-    from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
-
-    config = context.resource_config
-    target = (
-        ScheduleTarget(config["queue_arn"], config["role_arn"], config["group_name"])
-        if config["queue_arn"] and config["role_arn"]
-        else None
-    )
-    database: DatabaseResource = context.resources.database
-    return ScheduleSync(
-        ScheduleOutbox(database.engine()),
-        AwsScheduler(scheduler_client()),
-        target,
-        enabled=scheduler_enabled(),
-    )
-
-
 class SyncConfig(Config):
     batchLimit: int = SYNC_BATCH_LIMIT
 
 
+class SyncsSchedules(Protocol):
+    """What the sync op needs: a ``ScheduleSync``, or the resource that assembles one."""
+
+    def sync(self, limit: int) -> SyncReport: ...
+
+
 @op(name="sync_schedules")
-def sync_schedules(config: SyncConfig, schedule_sync: ResourceParam[ScheduleSync]) -> Output[None]:
+def sync_schedules(
+    config: SyncConfig, schedule_sync: ResourceParam[SyncsSchedules]
+) -> Output[None]:
     """Applies every pending change (the most overdue first, at most batchLimit). A change
     that fails again stays pending with its error and its next try; the run still succeeds."""
     # applied, failed, direct, left, dropped
@@ -164,7 +138,7 @@ def build_schedule_sync_sensor(
 def _tick(
     instance: DagsterInstance, outbox: ScheduleOutbox, max_sessions_per_run: int
 ) -> SensorResult | SkipReason:
-    if not scheduler_enabled():
+    if not Flags.read().scheduler_enabled:
         if outbox.any_rows() and not _sync_in_flight(instance):
             return SensorResult(run_requests=[_sync_request()])
         return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: nothing to sync")
@@ -181,8 +155,8 @@ def _tick(
             outbox.retire_direct(launch)
             launched += 1
             continue
-        options = SessionOptions(launch.session_id, actor_user_id=launch.actor_user_id)
-        work.append(Work(run_key, options, correlation_id(launch.session_id)))
+        request = BulkRegisterRequest(launch.session_id, actor_user_id=launch.actor_user_id)
+        work.append(Work(run_key, request, correlation_id(launch.session_id)))
     requests = run_requests_for(work, Trigger.DIRECT, max_sessions_per_run)
     waiting = _sync_in_flight(instance) if sync_due else None
     if sync_due and waiting is None:

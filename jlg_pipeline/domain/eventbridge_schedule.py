@@ -27,6 +27,16 @@ class ScheduleTarget:
     role_arn: str
     group_name: str = DEFAULT_GROUP
 
+    @classmethod
+    def of(
+        cls, queue_arn: str | None, role_arn: str | None, group_name: str | None = None
+    ) -> "ScheduleTarget | None":
+        """The target, or None unless both ARNs are given (no schedule change is recorded
+        then, as with the scheduler off); the group is ``default`` unless named."""
+        if not (queue_arn and role_arn):
+            return None
+        return cls(queue_arn, role_arn, group_name or DEFAULT_GROUP)
+
 
 def schedule_request(
     session_id: int, fire_at: datetime, actor_user_id: int | None, target: ScheduleTarget

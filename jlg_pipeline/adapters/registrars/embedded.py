@@ -22,7 +22,7 @@ from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
 JOIN_URL_BASE = "https://join.local.invalid/s"
 
 
-class LocalRegistrar:
+class EmbeddedRegistrar:
     def __init__(self, engine: Engine, *, join_url_base: str = JOIN_URL_BASE) -> None:
         self._engine = engine
         self._join_url_base = join_url_base.rstrip("/")

@@ -1,0 +1,208 @@
+"""Generation runs: ``join_link_generation_job`` (one session a run: an event, a direct
+launch, a hand launch) and ``join_link_shared_generation_job`` (several: a burst's shared runs,
+the watchdog's). Every job carries its lane and its runtime bound (``dagster/max_runtime``) in
+its tags, so every run of it does. Both call ``generate_for_session`` and nothing else
+generates (TRD dec-09)."""
+
+import time
+
+from dagster import (
+    Backoff,
+    Config,
+    Failure,
+    Jitter,
+    JobDefinition,
+    OpExecutionContext,
+    Output,
+    ResourceParam,
+    RetryPolicy,
+    RetryRequested,
+    in_process_executor,
+    job,
+    op,
+)
+
+from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
+from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
+from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, Trigger
+from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.run_records import (
+    FAILED_OUTCOME,
+    finish,
+    outcome_metadata,
+    tag_outcome,
+    tag_start,
+)
+from jlg_pipeline.orchestration.run_requests import (
+    GENERATE_OP,
+    GENERATION_JOB,
+    SHARED_GENERATE_OP,
+    SHARED_GENERATION_JOB,
+)
+from jlg_pipeline.orchestration.tags import (
+    GENERATION_MAX_RUNTIME_S,
+    LONG_MAX_RUNTIME_S,
+    OUTCOME_TAG,
+    TRIGGER_TAG,
+    Lane,
+    run_tags,
+)
+from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.services.sweep import generate_each, summarize
+
+RETRY_DELAY_SECONDS = 10.0
+# The longest Retry-After honoured: the run waits in its process, holding a run slot.
+MAX_RETRY_AFTER_SECONDS = 300.0
+
+
+class GenerateJoinLinksConfig(Config):
+    programSessionId: int
+    role: str | None = None
+    batchSize: int | None = None
+    actorUserId: int | None = None
+
+
+class SharedGenerationConfig(Config):
+    sessions: list[GenerateJoinLinksConfig]
+
+
+def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
+    """The job the sensor launches per event. Retryable failures retry inside the run (at
+    most MAX_RETRY_ATTEMPTS times, backing off); others fail the run at once."""
+
+    @op(
+        name=GENERATE_OP,
+        retry_policy=RetryPolicy(
+            max_retries=MAX_RETRY_ATTEMPTS,
+            delay=retry_delay_seconds,
+            backoff=Backoff.EXPONENTIAL,
+            jitter=Jitter.PLUS_MINUS,
+        ),
+    )
+    def generate_join_links(
+        context: OpExecutionContext,
+        config: GenerateJoinLinksConfig,
+        database: DatabaseResource,
+        registrar: ResourceParam[BulkRegistrar],
+    ) -> Output[None]:
+        session_id = config.programSessionId
+        trigger = tag_start(context, session_id)
+        try:
+            outcome = generate_for_session(
+                session_id,
+                repository=database.repository(),
+                registrar=registrar,
+                trigger=trigger,
+                role=config.role,
+                batch_size=config.batchSize,
+                actor_user_id=config.actorUserId,
+                run_id=context.run_id,
+            )
+        except InvalidInput as exc:
+            tag_outcome(context, FAILED_OUTCOME, session_id, None)
+            raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
+        except GenerationFailed as exc:
+            # A retry that then succeeds replaces it: the tag says how the run ended.
+            tag_outcome(context, FAILED_OUTCOME, session_id, exc.cycle)
+            if exc.retryable and exc.retry_after_s is not None:
+                # The service said when to come back (429/503 Retry-After): wait that long,
+                # bounded, within the same retry budget as the RetryPolicy.
+                raise RetryRequested(
+                    max_retries=MAX_RETRY_ATTEMPTS,
+                    seconds_to_wait=min(exc.retry_after_s, MAX_RETRY_AFTER_SECONDS),
+                ) from exc
+            # Only the retryable ones go round again; the row already says FAILED.
+            raise Failure(
+                str(exc),
+                metadata={
+                    "session_id": exc.session_id,
+                    "attempt": exc.attempt,
+                    "retryable": exc.retryable,
+                },
+                allow_retries=exc.retryable,
+            ) from exc
+        tag_outcome(context, outcome.result.value, session_id, outcome.cycle)
+        return Output(None, metadata=outcome_metadata(outcome))
+
+    @job(
+        name=GENERATION_JOB,
+        executor_def=in_process_executor,
+        description="Generate join links for one program session through the single gate.",
+        tags=run_tags(
+            Lane.REALTIME, GENERATION_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.MANUAL.value}
+        ),
+    )
+    def join_link_generation_job() -> None:
+        generate_join_links()
+
+    return join_link_generation_job
+
+
+def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
+    """Several sessions in one run (a burst's shared runs, the watchdog's), each through its
+    own claim, the database resource's ``concurrency`` (JLG_GENERATION_CONCURRENCY) at once.
+    A retryable failure is retried for that session alone, in the run, as a one-session run's
+    RetryPolicy would (an op retry would re-attempt the non-retryable ones too); one
+    session's failure never fails or delays the others, and the run fails at the end if any
+    session is left failed."""
+
+    @op(name=SHARED_GENERATE_OP)
+    def generate_join_links_shared(
+        context: OpExecutionContext,
+        config: SharedGenerationConfig,
+        database: DatabaseResource,
+        registrar: ResourceParam[BulkRegistrar],
+    ) -> Output[None]:
+        repository = database.repository()
+        trigger = tag_start(context, None, Trigger.WATCHDOG)
+        options = {s.programSessionId: s for s in config.sessions}
+
+        def generate(session_id: int) -> GenerationOutcome:
+            given = options[session_id]
+            return generate_for_session(
+                session_id,
+                repository=repository,
+                registrar=registrar,
+                trigger=trigger,
+                role=given.role,
+                batch_size=given.batchSize,
+                actor_user_id=given.actorUserId,
+                run_id=context.run_id,
+            )
+
+        report = generate_each(
+            list(options), generate, left_behind=0, concurrency=database.concurrency
+        )
+        results = {s.session_id: s for s in report.sessions}
+        for retry in range(MAX_RETRY_ATTEMPTS):
+            again = [s.session_id for s in results.values() if s.retryable]
+            if not again:
+                break
+            time.sleep(retry_delay_seconds * 2**retry)
+            context.log.info(f"retrying {len(again)} session(s): {again}")
+            retried = generate_each(
+                again, generate, left_behind=0, concurrency=database.concurrency
+            )
+            results.update({s.session_id: s for s in retried.sessions})
+        final = summarize([results[sid] for sid in options], left_behind=0)
+        outcome = (
+            FAILED_OUTCOME
+            if final.failed
+            else GenerationResult.COMPLETED.value
+            if final.completed
+            else GenerationResult.SKIPPED.value
+        )
+        context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: outcome})
+        return finish(final)
+
+    @job(
+        name=SHARED_GENERATION_JOB,
+        executor_def=in_process_executor,
+        description="Generate join links for several program sessions, each through the gate.",
+        tags=run_tags(Lane.RECOVERY, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.MANUAL.value}),
+    )
+    def join_link_shared_generation_job() -> None:
+        generate_join_links_shared()
+
+    return join_link_shared_generation_job
