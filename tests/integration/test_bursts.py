@@ -96,16 +96,6 @@ def _send_burst(aws: Aws, session_ids: list[int], duplicates: list[int]) -> None
         aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=json.dumps(build_message(sid, 7)))
 
 
-def _depth(aws: Aws) -> int:
-    attributes = aws.sqs.get_queue_attributes(
-        QueueUrl=aws.queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]) + int(
-        attributes["ApproximateNumberOfMessagesNotVisible"]
-    )
-
-
 def _due_sessions(engine: Engine, count: int) -> list[int]:
     ids = [create_session(engine) for _ in range(count)]
     for sid in ids:
@@ -133,7 +123,7 @@ def test_a_burst_shares_runs_and_generates_every_session_once(
         r.tags["jlg/trigger"] == "event" and r.tags["jlg/lane"] == "realtime" for r in requests
     )
     assert sum(k.startswith("jlg/covers.sqs-") for r in requests for k in r.tags) == 65
-    assert _depth(aws) == 65, "kept until their runs exist"
+    assert aws.queue_depth() == 65, "kept until their runs exist"
     run_ids = [daemon.run(r) for r in requests]
     run_of = {
         sid: run_id for r, run_id in zip(requests, run_ids, strict=True) for sid in _sessions_of(r)
@@ -142,7 +132,7 @@ def test_a_burst_shares_runs_and_generates_every_session_once(
     acknowledged = daemon.tick()
 
     assert _requests(acknowledged) == []
-    assert _depth(aws) == 0
+    assert aws.queue_depth() == 0
     assert Counter(c.session_id for c in daemon.registrar.calls) == Counter(ids)
     repository = ProgramSessionRepository(engine)
     for sid in ids:
@@ -190,7 +180,7 @@ def test_a_redelivered_message_whose_shared_run_exists_asks_for_nothing(
     again = daemon.tick()
 
     assert _requests(again) == [], "nothing more asked for"
-    assert _depth(aws) == 0
+    assert aws.queue_depth() == 0
     assert len(daemon.registrar.calls) == 12
 
 

@@ -92,16 +92,6 @@ def _skipped(result: SensorResult | SkipReason) -> str:
     return reason.skip_message or ""
 
 
-def _left(aws: Aws) -> int:
-    attributes = aws.sqs.get_queue_attributes(
-        QueueUrl=aws.queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]) + int(
-        attributes["ApproximateNumberOfMessagesNotVisible"]
-    )
-
-
 @pytest.fixture(autouse=True)
 def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
@@ -135,10 +125,10 @@ def test_valid_messages_become_run_requests(aws: Aws) -> None:
     assert requests[1].tags["jlg/trigger"] == "event"
     assert requests[1].tags["jlg/correlation_id"] == "join-link-8"
     assert all(r.run_key and r.run_key.startswith("sqs-") for r in requests)
-    assert _left(aws) == 2, "kept until their runs exist"
+    assert aws.queue_depth() == 2, "kept until their runs exist"
     ticks.launch(result)
     assert _skipped(ticks.tick()) == "no new JOIN_LINK_GENERATION messages (2 acknowledged)"
-    assert _left(aws) == 0
+    assert aws.queue_depth() == 0
 
 
 def test_more_than_one_batch_in_a_tick(aws: Aws) -> None:
@@ -152,7 +142,7 @@ def test_more_than_one_batch_in_a_tick(aws: Aws) -> None:
     assert len(result.run_requests or []) == 25
     ticks.launch(result)
     ticks.tick()
-    assert _left(aws) == 0
+    assert aws.queue_depth() == 0
 
 
 @pytest.mark.parametrize(
@@ -179,7 +169,7 @@ def test_more_than_one_batch_in_a_tick(aws: Aws) -> None:
 def test_malformed_messages_start_nothing_and_are_removed(aws: Aws, body: str) -> None:
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=body or " ")
     assert "1 invalid dropped" in _skipped(_tick(aws))
-    assert _left(aws) == 0
+    assert aws.queue_depth() == 0
 
 
 def test_a_poison_message_does_not_block_the_good_ones(aws: Aws) -> None:
@@ -188,7 +178,7 @@ def test_a_poison_message_does_not_block_the_good_ones(aws: Aws) -> None:
     result = _tick(aws)
     assert isinstance(result, SensorResult)
     assert [r.tags["jlg/session"] for r in result.run_requests or []] == ["5"]
-    assert _left(aws) == 1, "the poison one is gone; the good one waits for its run"
+    assert aws.queue_depth() == 1, "the poison one is gone; the good one waits for its run"
 
 
 def test_flag_off_skips_without_touching_the_queue(
@@ -199,7 +189,7 @@ def test_flag_off_skips_without_touching_the_queue(
     result = _tick(aws)
     assert isinstance(result, SkipReason)
     assert "ENABLE_JOIN_LINK_SCHEDULER" in (result.skip_message or "")
-    assert _left(aws) == 1
+    assert aws.queue_depth() == 1
 
 
 def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(aws: Aws) -> None:
@@ -214,7 +204,7 @@ def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(aws: Aw
     lost = ticks.tick(lost=True)
     assert isinstance(lost, SensorResult)
     assert len(lost.run_requests or []) == 15
-    assert _left(aws) == 15, "a thrown-away evaluation deletes nothing valid"
+    assert aws.queue_depth() == 15, "a thrown-away evaluation deletes nothing valid"
 
     time.sleep(1.2)  # the visibility timeout passes: every message comes back
     again = ticks.tick()
@@ -229,7 +219,7 @@ def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(aws: Aw
     ticks.cursor = None
     time.sleep(1.2)
     assert _skipped(ticks.tick()) == "no new JOIN_LINK_GENERATION messages (15 acknowledged)"
-    assert _left(aws) == 0
+    assert aws.queue_depth() == 0
     assert ticks.runs() == 15
 
 

@@ -23,6 +23,19 @@ class Aws:
     queue_url: str
     queue_arn: str
 
+    def queue_depth(self) -> int:
+        """Messages on the queue, visible or in flight."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+            ],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
 
 def settings_for(db_url: str, queue_arn: str | None, **overrides: Any) -> Settings:
     base = Settings(
