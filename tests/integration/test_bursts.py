@@ -4,6 +4,7 @@ default one run per message, as the design card asks. The SQS sensor runs agains
 real Dagster instance, the runs against real PostgreSQL."""
 
 import json
+import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ import pytest
 from dagster import DagsterInstance, RunRequest, SensorResult, SkipReason, build_sensor_context
 from sqlalchemy import Engine
 
+from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.errors import RegistrarRejected
@@ -27,6 +29,7 @@ from jlg_pipeline.orchestration.resources import DatabaseResource, SqsQueueResou
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
+from testkit.online_session import online_session_service
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.web import ROLE_ARN, Aws
@@ -244,6 +247,70 @@ def test_one_failing_session_leaves_the_others_of_its_shared_run_completed(
         "COMPLETED",
         "FAILED",
     ]
+
+
+def test_a_hung_call_for_one_session_never_holds_its_neighbours(
+    engine: Engine, db_url: str
+) -> None:
+    """Over real HTTP, the online-session service accepts one session's call and answers
+    nothing: the run's other sessions are generated meanwhile (two calls at a time, one of
+    them hung); the hung one completes once the service answers."""
+    ids = _due_sessions(engine, 6)
+    hung = ids[0]
+    with online_session_service(hold_first_call=True) as online:
+        stop = threading.Event()
+
+        def answer_all_but_the_hung_one() -> None:
+            while not stop.is_set():
+                for sid in ids[1:]:
+                    if online.wait_first_call(sid, 0):
+                        online.release(sid)
+                time.sleep(0.02)
+
+        helper = threading.Thread(target=answer_all_but_the_hung_one, daemon=True)
+        helper.start()
+        registrar = HttpRegistrar(online.url, "token", timeout_s=60)
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            outcome["result"] = SHARED.execute_in_process(
+                run_config={
+                    "ops": {
+                        SHARED_OP: {"config": {"sessions": [{"programSessionId": s} for s in ids]}}
+                    }
+                },
+                tags={"jlg/trigger": "event"},
+                resources={
+                    "database": DatabaseResource(url=db_url, concurrency=2),
+                    "registrar": registrar,
+                },
+            )
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        try:
+            assert online.wait_first_call(hung, 20), "the hung call was made"
+            deadline = time.monotonic() + 20
+            done: list[int] = []
+            while time.monotonic() < deadline:
+                done = [
+                    s
+                    for s in ids
+                    if session_row(engine, s)["link_generation_status"] == "COMPLETED"
+                ]
+                if len(done) == len(ids) - 1:
+                    break
+                time.sleep(0.1)
+            assert sorted(done) == sorted(ids[1:]), "the others did not wait for the hung call"
+            assert session_row(engine, hung)["link_generation_status"] == "IN_PROGRESS"
+        finally:
+            online.release(hung)
+            worker.join(timeout=60)
+            stop.set()
+            registrar.close()
+        assert outcome["result"].success
+        assert session_row(engine, hung)["link_generation_status"] == "COMPLETED"
+        assert all(online.calls_for(s) == 1 for s in ids), "each session called once"
 
 
 def test_a_sweep_opens_at_most_its_concurrency_of_calls_at_once(
