@@ -1,13 +1,12 @@
-"""Alembic environment: the URL comes from the caller (``jlg migrate``) or JLG_DATABASE_URL."""
-
-import os
+"""Alembic environment: the URL comes from the caller (``jlg migrate``), alembic.ini, or the
+settings (JLG_DATABASE_URL)."""
 
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
 from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.adapters.tables import metadata
-from jlg_pipeline.config import DEFAULT_DATABASE_URL
+from jlg_pipeline.config import Settings
 
 config = context.config
 target_metadata = metadata
@@ -17,8 +16,7 @@ def _url() -> str:
     url = (
         config.attributes.get("database_url")
         or config.get_main_option("sqlalchemy.url")
-        or os.environ.get("JLG_DATABASE_URL")
-        or DEFAULT_DATABASE_URL
+        or Settings.from_env().database_url
     )
     return normalize_url(url)
 

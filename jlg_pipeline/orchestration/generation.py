@@ -8,7 +8,6 @@ import time
 
 from dagster import (
     Backoff,
-    Config,
     Failure,
     Jitter,
     JobDefinition,
@@ -39,6 +38,8 @@ from jlg_pipeline.orchestration.run_requests import (
     GENERATION_JOB,
     SHARED_GENERATE_OP,
     SHARED_GENERATION_JOB,
+    GenerateJoinLinksConfig,
+    SharedGenerationConfig,
 )
 from jlg_pipeline.orchestration.tags import (
     GENERATION_MAX_RUNTIME_S,
@@ -54,17 +55,6 @@ from jlg_pipeline.services.sweep import generate_each, summarize
 RETRY_DELAY_SECONDS = 10.0
 # The longest Retry-After honoured: the run waits in its process, holding a run slot.
 MAX_RETRY_AFTER_SECONDS = 300.0
-
-
-class GenerateJoinLinksConfig(Config):
-    programSessionId: int
-    role: str | None = None
-    batchSize: int | None = None
-    actorUserId: int | None = None
-
-
-class SharedGenerationConfig(Config):
-    sessions: list[GenerateJoinLinksConfig]
 
 
 def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:

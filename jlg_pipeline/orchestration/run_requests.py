@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dagster import DagsterInstance, RunRequest, RunsFilter
+from dagster import Config, DagsterInstance, RunRequest, RunsFilter
 
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.orchestration.tags import (
@@ -32,16 +32,33 @@ COVERS_TAG_PREFIX = "jlg/covers."
 COVERED = "1"
 
 
-def op_config(request: BulkRegisterRequest) -> dict[str, str | int]:
-    """A session's entry in a generation run's config (TRD event-01's data; absent options
-    left out)."""
-    values = {
-        "programSessionId": request.session_id,
-        "role": request.role,
-        "batchSize": request.batch_size,
-        "actorUserId": request.actor_user_id,
-    }
-    return {k: v for k, v in values.items() if v is not None}
+class GenerateJoinLinksConfig(Config):
+    """A session's entry in a generation run's config: TRD event-01's data, as a sensor writes
+    it and an operator types it in the launchpad. Its values are checked where the run turns
+    them into a request (InvalidInput fails the run without retries), not here: a check here
+    would fail the step before the op could say so, and the op's RetryPolicy would retry it."""
+
+    programSessionId: int
+    role: str | None = None
+    batchSize: int | None = None
+    actorUserId: int | None = None
+
+    @classmethod
+    def of(cls, request: BulkRegisterRequest) -> "GenerateJoinLinksConfig":
+        return cls(
+            programSessionId=request.session_id,
+            role=request.role,
+            batchSize=request.batch_size,
+            actorUserId=request.actor_user_id,
+        )
+
+    def run_config(self) -> dict[str, str | int]:
+        """As the run config holds it: absent options left out."""
+        return self.model_dump(exclude_none=True)
+
+
+class SharedGenerationConfig(Config):
+    sessions: list[GenerateJoinLinksConfig]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +86,9 @@ def generation_run_request(
     return RunRequest(
         run_key=run_key,
         job_name=GENERATION_JOB,
-        run_config={"ops": {GENERATE_OP: {"config": op_config(request)}}},
+        run_config={
+            "ops": {GENERATE_OP: {"config": GenerateJoinLinksConfig.of(request).run_config()}}
+        },
         tags=tags,
     )
 
@@ -89,7 +108,13 @@ def shared_run_request(
         run_key=run_key,
         job_name=SHARED_GENERATION_JOB,
         run_config={
-            "ops": {SHARED_GENERATE_OP: {"config": {"sessions": [op_config(s) for s in sessions]}}}
+            "ops": {
+                SHARED_GENERATE_OP: {
+                    "config": {
+                        "sessions": [GenerateJoinLinksConfig.of(s).run_config() for s in sessions]
+                    }
+                }
+            }
         },
         tags={
             TRIGGER_TAG: trigger.value,

@@ -1,7 +1,8 @@
 """Imports point one way: the domain core (domain, services) imports neither Dagster,
 Starlette nor the AWS SDK, no adapter imports an entry point's framework, the two entry
 points (``web/``, ``orchestration/``) never import each other, and nothing shipped imports
-the test stand-ins (``testkit``, ``tests``)."""
+the test stand-ins (``testkit``, ``tests``). Shipped code reads the environment only in the
+settings module, the code location's entry point, the CLI and the local stack."""
 
 import ast
 from pathlib import Path
@@ -19,6 +20,12 @@ RULES = {
     "services": FRAMEWORKS | AWS | {"sqlalchemy", "psycopg", "httpx"},
     "adapters": FRAMEWORKS | {"jlg_pipeline.services"},
     "orchestration": {"starlette", "uvicorn", "web"},
+}
+READS_ENVIRONMENT = {
+    "jlg_pipeline/config.py",
+    "jlg_pipeline/definitions.py",
+    "jlg_pipeline/cli.py",
+    "jlg_pipeline/local",
 }
 SHIPPED = {
     "web": {"dagster", "jlg_pipeline.orchestration", "jlg_pipeline.definitions"},
@@ -54,3 +61,26 @@ def test_shipped_code_imports(top: str) -> None:
         for name in _imports(path):
             banned = [b for b in SHIPPED[top] if name == b or name.startswith(b + ".")]
             assert not banned, f"{path.relative_to(ROOT)} imports {name}"
+
+
+def _reads_environment(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv", "environb"}:
+            if isinstance(node.value, ast.Name) and node.value.id == "os":
+                return True
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            if any(a.name in {"environ", "getenv", "environb"} for a in node.names):
+                return True
+    return False
+
+
+def test_only_the_entry_points_read_the_environment() -> None:
+    files = [p for top in ("jlg_pipeline", "web", "migrations") for p in (ROOT / top).rglob("*.py")]
+    assert files
+    readers = {
+        str(p.relative_to(ROOT))
+        for p in files
+        if _reads_environment(p)
+        and not any(str(p.relative_to(ROOT)).startswith(allowed) for allowed in READS_ENVIRONMENT)
+    }
+    assert readers == set(), f"read the environment through Settings or Flags: {sorted(readers)}"
