@@ -63,14 +63,24 @@ def test_shipped_code_imports(top: str) -> None:
             assert not banned, f"{path.relative_to(ROOT)} imports {name}"
 
 
+ENVIRONMENT = {"environ", "environb", "getenv"}
+
+
 def _reads_environment(path: Path) -> bool:
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv", "environb"}:
-            if isinstance(node.value, ast.Name) and node.value.id == "os":
-                return True
-        if isinstance(node, ast.ImportFrom) and node.module == "os":
-            if any(a.name in {"environ", "getenv", "environb"} for a in node.names):
-                return True
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ENVIRONMENT
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
+            return True
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(a.name in ENVIRONMENT for a in node.names)
+        ):
+            return True
     return False
 
 
