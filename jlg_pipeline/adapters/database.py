@@ -7,10 +7,17 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from jlg_pipeline.domain.errors import ConfigError, DatabaseUnavailable
+from jlg_pipeline.domain.errors import ConfigError, DatabaseRefused, DatabaseUnavailable
 
 APP_DRIVER = "postgresql+psycopg"
 
@@ -74,7 +81,8 @@ def _session_in_utc(dbapi_connection: Any, _record: Any) -> None:
 
 @contextmanager
 def translate_errors(action: str) -> Iterator[None]:
-    """Turn lost connections and an exhausted pool into :class:`DatabaseUnavailable`; other
+    """Turn lost connections and an exhausted pool into :class:`DatabaseUnavailable` (worth
+    retrying), refused values and constraints into :class:`DatabaseRefused` (not); other
     errors pass through."""
     try:
         yield
@@ -82,6 +90,11 @@ def translate_errors(action: str) -> Iterator[None]:
         raise DatabaseUnavailable(f"no database connection free while {action}") from exc
     except (OperationalError, InterfaceError) as exc:
         raise DatabaseUnavailable(f"database unavailable while {action}: {exc.orig}") from exc
+    except (DataError, IntegrityError) as exc:
+        # The driver's text names the statement and its parameters: kept out of the message.
+        raise DatabaseRefused(
+            f"the database refused a value while {action} ({type(exc.orig).__name__})"
+        ) from None
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise DatabaseUnavailable(f"database connection lost while {action}") from exc

@@ -37,6 +37,11 @@ class DatabaseUnavailable(JlgError):
     """The database could not be reached or dropped the connection; retrying may succeed."""
 
 
+class DatabaseRefused(JlgError):
+    """The database refused a value or a constraint (bad data, an integrity violation): the
+    same write is refused again however often it is retried."""
+
+
 class SchedulerCallFailed(JlgError):
     """An EventBridge Scheduler call failed (AWS down, throttled, refused). The message is
     the error code and HTTP status only, safe to keep and show; the change stays pending."""
@@ -104,4 +109,6 @@ def is_retryable(exc: BaseException) -> bool:
     """
     if isinstance(exc, GenerationFailed):
         return exc.retryable
-    return not isinstance(exc, RegistrarRejected | InvalidInput | InvalidMessage | ConfigError)
+    return not isinstance(
+        exc, RegistrarRejected | InvalidInput | InvalidMessage | ConfigError | DatabaseRefused
+    )

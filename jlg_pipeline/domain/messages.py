@@ -4,11 +4,19 @@ Built by the scheduler as the schedule's target input; parsed by the queue consu
 """
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import InvalidMessage
 from jlg_pipeline.domain.models import BulkRegisterRequest
 
@@ -23,18 +31,33 @@ def correlation_id(session_id: int) -> str:
 
 
 class JoinLinkGenerationData(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    """The event's data. Its field rules are the domain's (``validation``, through
+    :class:`BulkRegisterRequest`): the message only says which fields exist."""
 
-    programSessionId: Annotated[StrictInt, Field(ge=1, le=BIGINT_MAX)]
-    role: Annotated[StrictStr, Field(min_length=1, max_length=64)] | None = None
-    batchSize: Annotated[StrictInt, Field(ge=1, le=MAX_REGISTRAR_BATCH_SIZE)] | None = None
-    actorUserId: Annotated[StrictInt, Field(ge=1, le=INT_MAX)] | None = None
+    model_config = ConfigDict(extra="ignore")
+
+    programSessionId: Any
+    role: Any = None
+    batchSize: Any = None
+    actorUserId: Any = None
+    _request: BulkRegisterRequest | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _domain_rules(self) -> "JoinLinkGenerationData":
+        # InvalidInput is a ValueError: pydantic reports it at this model's location.
+        self._request = BulkRegisterRequest(
+            self.programSessionId, self.role, self.batchSize, self.actorUserId
+        )
+        return self
 
     def request(self) -> BulkRegisterRequest:
         """The bulkRegister request the message asks for (its fields already checked)."""
-        return BulkRegisterRequest(
-            self.programSessionId, self.role, self.batchSize, self.actorUserId
-        )
+        assert self._request is not None, "validated when parsed"
+        return self._request
+
+
+def _message_text(value: object, info: ValidationInfo) -> str | None:
+    return validation.text(value, str(info.field_name), validation.MAX_MESSAGE_TEXT_CHARS)
 
 
 class JoinLinkGenerationMessage(BaseModel):
@@ -42,9 +65,11 @@ class JoinLinkGenerationMessage(BaseModel):
 
     queueType: Literal["EVENT"]
     subType: Literal["JOIN_LINK_GENERATION"]
-    timestamp: StrictStr | None = None
-    correlationId: StrictStr | None = None
+    timestamp: Any = None
+    correlationId: Any = None
     data: JoinLinkGenerationData
+
+    _text = field_validator("timestamp", "correlationId")(_message_text)
 
 
 def build_message(
@@ -73,4 +98,5 @@ def parse_message(body: str) -> JoinLinkGenerationMessage:
         where = ".".join(str(p) for p in first["loc"]) or "body"
         if first["type"] == "json_invalid":
             raise InvalidMessage("body is not JSON") from None
-        raise InvalidMessage(f"{where}: {first['msg']}") from None
+        reason = first["msg"].removeprefix("Value error, ")
+        raise InvalidMessage(f"{where}: {reason}") from None

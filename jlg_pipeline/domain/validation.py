@@ -1,11 +1,19 @@
-"""Checks on values entering public functions, so bad input fails before any write."""
+"""Checks on values entering public functions, so bad input fails before any write. The one
+set of field rules: the API, a queue message, run config and the bulkRegister request all
+check their fields here."""
 
+import re
 from datetime import datetime
 
 from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.errors import InvalidInput
 
 MAX_ROLE_CHARS = 64
+MAX_MESSAGE_TEXT_CHARS = 200
+"""A queue message's free-text fields (correlationId, timestamp) become run tags."""
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""C0 and C1 (NUL included): refused wherever a string enters. PostgreSQL refuses NUL in text,
+and none of them belongs in a tag, a log line or a request to the online-session service."""
 
 
 def _int_between(value: object, low: int, high: int) -> int | None:
@@ -49,14 +57,26 @@ def positive_limit(value: object, name: str = "limit") -> int:
     return checked
 
 
-def role(value: object) -> str | None:
+def text(value: object, name: str, max_chars: int) -> str | None:
+    """A string of at most ``max_chars`` with something besides whitespace in it (Unicode's
+    whitespace counts) and no control character; None stays None."""
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ROLE_CHARS:
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > max_chars
+        or CONTROL_CHARACTERS.search(value)
+    ):
         raise InvalidInput(
-            f"role must be a non-empty string of at most {MAX_ROLE_CHARS} characters"
+            f"{name} must be a non-blank string of at most {max_chars} characters "
+            "with no control characters"
         )
     return value
+
+
+def role(value: object) -> str | None:
+    return text(value, "role", MAX_ROLE_CHARS)
 
 
 def aware_datetime(value: object, name: str = "linkGenerationAt") -> datetime:

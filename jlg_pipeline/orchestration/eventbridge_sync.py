@@ -33,7 +33,7 @@ from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.eventbridge_sync import SYNC_BATCH_LIMIT, DirectLaunch, SyncReport
 from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
-from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import (
     Work,
     covered_in,
@@ -128,9 +128,9 @@ def build_schedule_sync_sensor(
         "a try, and the generation run of a near time (trigger direct) once it is due.",
     )
     def join_link_schedule_sync_sensor(
-        context: SensorEvaluationContext, database: DatabaseResource
+        context: SensorEvaluationContext, database: ResourceParam[RunDatabase]
     ) -> SensorResult | SkipReason:
-        return _tick(context.instance, ScheduleOutbox(database.engine()), max_sessions_per_run)
+        return _tick(context.instance, ScheduleOutbox(database.engine), max_sessions_per_run)
 
     return join_link_schedule_sync_sensor
 

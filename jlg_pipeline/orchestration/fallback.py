@@ -30,7 +30,7 @@ from jlg_pipeline.domain.constants import (
     FALLBACK_CRON_TIMEZONE,
 )
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import finish, tag_start
 from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, Lane, run_tags
 from jlg_pipeline.services.generation import generate_for_session
@@ -65,7 +65,7 @@ class BackfillConfig(Config):
 def sweep_overdue_sessions_op(
     context: OpExecutionContext,
     config: SweepConfig,
-    database: DatabaseResource,
+    database: ResourceParam[RunDatabase],
     registrar: ResourceParam[BulkRegistrar],
 ) -> Output[None]:
     """Regenerates overdue, not-COMPLETED sessions; fails the run if any session failed."""
@@ -100,7 +100,7 @@ def join_link_fallback_sweep_job() -> None:
 def backfill_partition_sessions(
     context: OpExecutionContext,
     config: BackfillConfig,
-    database: DatabaseResource,
+    database: ResourceParam[RunDatabase],
     registrar: ResourceParam[BulkRegistrar],
 ) -> Output[None]:
     """Regenerates every due, not-COMPLETED session whose time falls in the partition's day."""

@@ -25,7 +25,7 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
 from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, Trigger
-from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import (
     FAILED_OUTCOME,
     finish,
@@ -73,7 +73,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
     def generate_join_links(
         context: OpExecutionContext,
         config: GenerateJoinLinksConfig,
-        database: DatabaseResource,
+        database: ResourceParam[RunDatabase],
         registrar: ResourceParam[BulkRegistrar],
     ) -> Output[None]:
         session_id = config.programSessionId
@@ -141,7 +141,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
     def generate_join_links_shared(
         context: OpExecutionContext,
         config: SharedGenerationConfig,
-        database: DatabaseResource,
+        database: ResourceParam[RunDatabase],
         registrar: ResourceParam[BulkRegistrar],
     ) -> Output[None]:
         repository = database.repository()

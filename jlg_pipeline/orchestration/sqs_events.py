@@ -18,6 +18,7 @@ import math
 from dagster import (
     DagsterInstance,
     DefaultSensorStatus,
+    ResourceParam,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -27,7 +28,7 @@ from dagster import (
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.orchestration.resources import SqsQueueResource
+from jlg_pipeline.orchestration.resources import QueueIntake
 from jlg_pipeline.orchestration.run_requests import (
     GENERATION_JOB,
     SHARED_GENERATION_JOB,
@@ -54,7 +55,7 @@ def run_key_for(message_id: str) -> str:
 def work_for(accepted: AcceptedEvent) -> Work:
     return Work(
         run_key_for(accepted.message_id),
-        accepted.event.data.request(),
+        accepted.request,
         accepted.event.correlationId,
     )
 
@@ -111,7 +112,7 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
         description=f"{described}; a message is deleted once its run exists.",
     )
     def join_link_sqs_sensor(
-        context: SensorEvaluationContext, sqs_queue: SqsQueueResource
+        context: SensorEvaluationContext, sqs_queue: ResourceParam[QueueIntake]
     ) -> SensorResult | SkipReason:
         if not Flags.read().scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the real-time path is disabled")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dagster import (
     DefaultSensorStatus,
     JobDefinition,
+    ResourceParam,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -25,7 +26,7 @@ from dagster import (
 
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
-from jlg_pipeline.orchestration.resources import DatabaseResource
+from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.tags import Lane
 
@@ -70,7 +71,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
         "75 s after its time, whatever became of its event.",
     )
     def join_link_watchdog_sensor(
-        context: SensorEvaluationContext, database: DatabaseResource
+        context: SensorEvaluationContext, database: ResourceParam[RunDatabase]
     ) -> SensorResult | SkipReason:
         if not Flags.read().scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")

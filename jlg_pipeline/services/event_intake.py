@@ -19,6 +19,7 @@ from typing import Protocol
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.domain.errors import InvalidMessage
 from jlg_pipeline.domain.messages import JoinLinkGenerationMessage, parse_message
+from jlg_pipeline.domain.models import BulkRegisterRequest
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,10 @@ class AcceptedEvent:
     @property
     def message_id(self) -> str:
         return self.message.message_id
+
+    @property
+    def request(self) -> BulkRegisterRequest:
+        return self.event.data.request()
 
 
 @dataclass

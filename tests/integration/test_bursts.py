@@ -25,13 +25,13 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.eventbridge_sync import build_schedule_sync_sensor
 from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_shared_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource, SqsQueueResource
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
 from testkit.online_session import online_session_service
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
+from tests.support.resources import database, sqs_queue
 from tests.support.web import ROLE_ARN, Aws
 
 S = LinkGenerationStatus
@@ -52,9 +52,7 @@ class Daemon:
         self.instance = DagsterInstance.ephemeral()
         self.sensor = build_sqs_sensor(5, per_run)
         self.cursor: str | None = None
-        self.queue = SqsQueueResource(
-            queue_url=aws.queue_url, visibility_timeout_seconds=visibility_s
-        )
+        self.queue = sqs_queue(aws.queue_url, visibility_s)
         self.db_url = db_url
         self.registrar = RecordingRegistrar()
 
@@ -76,7 +74,7 @@ class Daemon:
             tags=request.tags,
             instance=self.instance,
             resources={
-                "database": DatabaseResource(url=self.db_url, concurrency=4),
+                "database": database(self.db_url, JLG_GENERATION_CONCURRENCY="4"),
                 "registrar": self.registrar,
             },
             raise_on_error=False,
@@ -215,7 +213,7 @@ def test_one_failing_session_leaves_the_others_of_its_shared_run_completed(
         },
         tags={"jlg/trigger": "event"},
         instance=instance,
-        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+        resources={"database": database(db_url), "registrar": registrar},
         raise_on_error=False,
     )
 
@@ -236,7 +234,7 @@ def test_one_failing_session_leaves_the_others_of_its_shared_run_completed(
     assert (attempt.outcome.value, attempt.run_id) == ("FAILED", outcome.run_id)
 
     sweep = join_link_fallback_sweep_job.execute_in_process(
-        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+        resources={"database": database(db_url), "registrar": registrar},
         instance=instance,
         tags={"jlg/trigger": "cron"},
     )
@@ -281,7 +279,7 @@ def test_a_hung_call_for_one_session_never_holds_its_neighbours(
                 },
                 tags={"jlg/trigger": "event"},
                 resources={
-                    "database": DatabaseResource(url=db_url, concurrency=2),
+                    "database": database(db_url, JLG_GENERATION_CONCURRENCY="2"),
                     "registrar": registrar,
                 },
             )
@@ -341,7 +339,10 @@ def test_a_sweep_opens_at_most_its_concurrency_of_calls_at_once(
     registrar = Slow()
     started = time.monotonic()
     result = join_link_fallback_sweep_job.execute_in_process(
-        resources={"database": DatabaseResource(url=db_url, concurrency=3), "registrar": registrar},
+        resources={
+            "database": database(db_url, JLG_GENERATION_CONCURRENCY="3"),
+            "registrar": registrar,
+        },
         tags={"jlg/trigger": "cron"},
     )
 
@@ -368,7 +369,7 @@ def test_near_times_due_together_share_a_direct_run(engine: Engine, db_url: str)
 
     def tick() -> Any:
         with build_sensor_context(
-            instance=instance, resources={"database": DatabaseResource(url=db_url)}
+            instance=instance, resources={"database": database(db_url)}
         ) as context:
             return sensor(context)
 
@@ -382,7 +383,7 @@ def test_near_times_due_together_share_a_direct_run(engine: Engine, db_url: str)
             run_config=request.run_config,
             tags=request.tags,
             instance=instance,
-            resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+            resources={"database": database(db_url), "registrar": registrar},
         )
         assert outcome.success
     again = tick()

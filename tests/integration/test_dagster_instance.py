@@ -13,9 +13,9 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource
 from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
+from tests.support.resources import database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def test_the_package_log_lines_reach_the_run_event_log(
         assert instance.get_settings("python_logs")["managed_python_loggers"] == ["jlg_pipeline"]
         result = build_generation_job(retry_delay_seconds=0).execute_in_process(
             run_config={"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}},
-            resources={"database": DatabaseResource(url=db_url), "registrar": RecordingRegistrar()},
+            resources={"database": database(db_url), "registrar": RecordingRegistrar()},
             instance=instance,
         )
         messages = [

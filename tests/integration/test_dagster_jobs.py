@@ -13,11 +13,11 @@ from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
 from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
+from tests.support.resources import database
 
 S = LinkGenerationStatus
 FAST_RETRIES = build_generation_job(retry_delay_seconds=0)
@@ -35,7 +35,7 @@ def _run(
 ) -> Any:
     return job.execute_in_process(
         run_config=run_config,
-        resources={"database": DatabaseResource(url=db_url), "registrar": fake},
+        resources={"database": database(db_url), "registrar": fake},
         instance=instance or DagsterInstance.ephemeral(),
         tags=tags,
         partition_key=partition_key,
@@ -246,7 +246,7 @@ def _http_run(db_url: str, url: str, sid: int, timeout_s: float = 5.0) -> Any:
         return FAST_RETRIES.execute_in_process(
             run_config=_generate_config(sid),
             resources={
-                "database": DatabaseResource(url=db_url),
+                "database": database(db_url),
                 "registrar": registrar,
             },
             instance=DagsterInstance.ephemeral(),
@@ -313,7 +313,7 @@ def test_each_generation_run_is_tagged_with_what_it_did(engine: Engine, db_url: 
     def run(fake: RecordingRegistrar, session_id: int) -> str | None:
         result = FAST_RETRIES.execute_in_process(
             run_config=_generate_config(session_id),
-            resources={"database": DatabaseResource(url=db_url), "registrar": fake},
+            resources={"database": database(db_url), "registrar": fake},
             instance=instance,
             raise_on_error=False,
         )

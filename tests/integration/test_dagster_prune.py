@@ -17,9 +17,9 @@ from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.prune import join_link_dagster_prune_job
-from jlg_pipeline.orchestration.resources import DatabaseResource
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
+from tests.support.resources import database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,7 +98,7 @@ def test_a_message_redelivered_after_pruning_generates_nothing_twice(
         "run_config": {"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}},
         "tags": {"jlg/trigger": "event", "dagster/run_key": "sqs-message-1"},
     }
-    resources = {"database": DatabaseResource(url=db_url), "registrar": registrar}
+    resources = {"database": database(db_url), "registrar": registrar}
     first = generation.execute_in_process(instance=instance, resources=resources, **request)  # type: ignore[arg-type]
     assert first.success
     pruned = join_link_dagster_prune_job.execute_in_process(

@@ -20,11 +20,11 @@ from sqlalchemy import Engine
 from jlg_pipeline.definitions import defs
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource, SqsQueueResource
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
+from tests.support.resources import database, sqs_queue
 from tests.support.web import Aws
 
 S = LinkGenerationStatus
@@ -54,9 +54,7 @@ class Ticks:
     def __init__(self, aws: Aws, visibility_timeout_seconds: int = 120) -> None:
         self.instance = DagsterInstance.ephemeral()
         self.cursor: str | None = None
-        self.resource = SqsQueueResource(
-            queue_url=aws.queue_url, visibility_timeout_seconds=visibility_timeout_seconds
-        )
+        self.resource = sqs_queue(aws.queue_url, visibility_timeout_seconds)
 
     def tick(self, *, lost: bool = False) -> SensorResult | SkipReason:
         """One evaluation; ``lost`` throws its result away (a timeout, a dead code server)."""
@@ -226,7 +224,7 @@ def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(aws: Aw
 def test_sqs_errors_fail_the_tick(aws: Aws) -> None:
     context = build_sensor_context(
         instance=DagsterInstance.ephemeral(),
-        resources={"sqs_queue": SqsQueueResource(queue_url=aws.queue_url + "-missing")},
+        resources={"sqs_queue": sqs_queue(aws.queue_url + "-missing")},
     )
     with pytest.raises(ClientError, match=r"NonExistentQueue|does not exist"):
         SENSOR(context)
@@ -253,7 +251,7 @@ def test_duplicates_get_distinct_run_keys_and_generate_once(
         run = job.execute_in_process(
             run_config=request.run_config,
             tags=request.tags,
-            resources={"database": DatabaseResource(url=db_url), "registrar": fake},
+            resources={"database": database(db_url), "registrar": fake},
             instance=DagsterInstance.ephemeral(),
         )
         output = next(

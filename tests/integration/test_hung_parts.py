@@ -44,7 +44,6 @@ from jlg_pipeline.orchestration.eventbridge_sync import (
     join_link_schedule_sync_job,
 )
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.tags import MAX_RUNTIME_TAG
 from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 from jlg_pipeline.services.program_session import ProgramSessionService
@@ -52,6 +51,7 @@ from testkit.online_session import online_session_service
 from tests.integration.test_schedule_sync import _schedule, _sync
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
+from tests.support.resources import database
 from tests.support.web import (
     ROLE_ARN,
     SECRET,
@@ -304,7 +304,7 @@ def test_the_database_clock_alone_decides_in_the_future(
 def _sensor_tick(
     sensor: Any, instance: DagsterInstance, db_url: str, cursor: str | None = None
 ) -> Any:
-    resources = {"database": DatabaseResource(url=db_url, watchdog_grace_ms=1000)}
+    resources = {"database": database(db_url, JLG_TEST_WATCHDOG_GRACE_MS="1000")}
     with build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
         return sensor(context)
 
@@ -363,7 +363,7 @@ def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
         outcome = GENERATION.execute_in_process(
             run_config=request.run_config,
             tags=request.tags,
-            resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+            resources={"database": database(db_url), "registrar": registrar},
         )
         registrar.close()
     assert outcome.success
@@ -419,7 +419,7 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
     outcome = SHARED.execute_in_process(
         run_config=request.run_config,
         tags=request.tags,
-        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+        resources={"database": database(db_url), "registrar": registrar},
     )
 
     assert outcome.success
@@ -465,7 +465,7 @@ def test_a_shared_run_retries_only_the_session_that_failed_retryably(
     outcome = SHARED.execute_in_process(
         run_config={"ops": {"generate_join_links_shared": {"config": config}}},
         tags={"jlg/trigger": "watchdog"},
-        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+        resources={"database": database(db_url), "registrar": registrar},
     )
     assert outcome.success
     assert [c.session_id for c in registrar.calls].count(ok) == 1, "never twice for the others"

@@ -28,12 +28,12 @@ from jlg_pipeline.orchestration.eventbridge_sync import (
     join_link_schedule_sync_job,
 )
 from jlg_pipeline.orchestration.generation import build_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG, TRIGGER_TAG
 from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
 from tests.support.factories import create_session, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
+from tests.support.resources import database
 from tests.support.web import ROLE_ARN, Aws
 
 S = LinkGenerationStatus
@@ -53,7 +53,7 @@ def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _tick(instance: DagsterInstance, db_url: str) -> SensorResult | SkipReason:
     with build_sensor_context(
-        instance=instance, resources={"database": DatabaseResource(url=db_url)}
+        instance=instance, resources={"database": database(db_url)}
     ) as context:
         result = SENSOR(context)
     assert isinstance(result, SensorResult | SkipReason)
@@ -145,7 +145,7 @@ def test_the_sync_job_applies_and_reports(engine: Engine, db_url: str, aws: Aws)
     scheduler = OneFails()
     result = join_link_schedule_sync_job.execute_in_process(
         resources={
-            "database": DatabaseResource(url=db_url),
+            "database": database(db_url),
             "schedule_sync": _sync(engine, scheduler),
         },
         instance=DagsterInstance.ephemeral(),
@@ -166,7 +166,7 @@ def test_a_direct_run_generates(engine: Engine, db_url: str) -> None:
     registrar = RecordingRegistrar()
     result = GENERATION.execute_in_process(
         run_config=request.run_config,
-        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+        resources={"database": database(db_url), "registrar": registrar},
         instance=DagsterInstance.ephemeral(),
         tags=request.tags,
     )

@@ -25,11 +25,11 @@ from jlg_pipeline.local.ports import require_free
 from jlg_pipeline.local.stack import write_dev_env
 from jlg_pipeline.orchestration.fallback import BACKFILL_DAYS, backfill_partitions_from
 from jlg_pipeline.orchestration.generation import build_generation_job
-from jlg_pipeline.orchestration.resources import DatabaseResource
 from jlg_pipeline.services.sweep import backfill_window
 from jlg_pipeline.tokens import mint_token
 from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
+from tests.support.resources import database
 from tests.support.web import SECRET, Aws, admin_headers, client_for, settings_for
 
 S = LinkGenerationStatus
@@ -59,7 +59,7 @@ def _generate(
 ) -> Any:
     return GENERATION.execute_in_process(
         run_config={"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}},
-        resources={"database": DatabaseResource(url=db_url), "registrar": registrar},
+        resources={"database": database(db_url), "registrar": registrar},
         instance=instance,
         tags=tags,
         raise_on_error=False,

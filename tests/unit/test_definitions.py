@@ -1,15 +1,20 @@
 """The Dagster composition root: every job, sensor and schedule resolves with its resources,
-the registrar is chosen per deployment, and secrets stay EnvVars (never shown in the UI)."""
-
-from typing import Any
+the registrar is chosen per deployment, and no resource takes config a run could set."""
 
 import pytest
-from dagster import DefaultSensorStatus, Definitions, EnvVar
+from dagster import (
+    DagsterInvalidConfigError,
+    DefaultSensorStatus,
+    Definitions,
+    ResourceDefinition,
+    validate_run_config,
+)
+from dagster import build_resources as dagster_build_resources
 
 from jlg_pipeline.config import Settings
-from jlg_pipeline.definitions import build_definitions, build_resources
+from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.errors import ConfigError
-from jlg_pipeline.orchestration.resources import RegistrarResource
+from jlg_pipeline.orchestration.resources import build_resources
 
 LOCAL = {"JLG_DATABASE_URL": "postgresql://x@127.0.0.1:1/x"}
 HTTP = {
@@ -48,45 +53,69 @@ def test_every_job_sensor_and_schedule_resolves(environ: dict[str, str]) -> None
     )
 
 
-def _resources(environ: dict[str, str]) -> dict[str, Any]:
+def _resources(environ: dict[str, str]) -> dict[str, ResourceDefinition]:
     return build_resources(Settings.from_env(environ))
 
 
+ATTACKS = [
+    {"kind": "http", "url": "http://attacker.invalid", "token": {"env": "JLG_JWT_SECRET"}},
+    {"url": "postgresql://attacker.invalid/x"},
+    {"queue_arn": "arn:aws:sqs:eu-west-1:1:other", "role_arn": "arn:aws:iam::1:role/r"},
+    {"aws_endpoint_url": "http://attacker.invalid"},
+    {"queue_url": "http://attacker.invalid/q"},
+    {"token": "x"},
+]
+
+
+@pytest.mark.parametrize("environ", [LOCAL, HTTP], ids=["local", "http"])
+def test_no_resource_takes_run_config(environ: dict[str, str]) -> None:
+    """The Dagster UI has no login and takes resource config as run config: every resource's
+    config schema is empty, so Dagster's own check refuses a run config that would point a
+    resource elsewhere (a URL, a token, an ARN, the database, the registrar kind)."""
+    defs = build_definitions(environ)
+    jobs = [
+        "join_link_generation_job",
+        "join_link_shared_generation_job",
+        "join_link_fallback_sweep_job",
+        "join_link_backfill_job",
+        "join_link_schedule_sync_job",
+        "join_link_dagster_prune_job",
+    ]
+    checked = 0
+    for name in jobs:
+        job_def = defs.resolve_job_def(name)
+        for key in set(job_def.resource_defs) - {"io_manager"}:
+            for attack in ATTACKS:
+                with pytest.raises(
+                    DagsterInvalidConfigError,
+                    match=f"unexpected config entr[^\\n]*root:resources:{key}:config",
+                ):
+                    validate_run_config(job_def, {"resources": {key: {"config": attack}}})
+                checked += 1
+    assert checked >= len(jobs) * len(ATTACKS)
+
+
 def test_the_registrar_is_chosen_per_deployment() -> None:
-    local = _resources(LOCAL)["registrar"]
-    assert isinstance(local, RegistrarResource)
-    assert (local.kind, local.url, local.token) == ("local", None, None)
-    http = _resources(HTTP)["registrar"]
-    assert isinstance(http, RegistrarResource)
-    assert http.kind == "http"
-    assert http.timeout_s == 30.0
-    # The resource's config names the variables (resolved in the run), never their values.
-    assert isinstance(http.token, EnvVar)
-    assert (http.token, http.url) == ("JLG_ONLINE_SESSION_TOKEN", "JLG_ONLINE_SESSION_URL")
+    assert "local registrar" in (_resources(LOCAL)["registrar"].description or "")
+    assert "http registrar" in (_resources(HTTP)["registrar"].description or "")
 
 
-def test_the_schedule_sync_resource_gets_the_settings_target_region_and_endpoint() -> None:
-    sync = _resources(
-        {
-            **LOCAL,
-            "AWS_SCHEDULER_TARGET_QUEUE_ARN": "arn:aws:sqs:eu-west-1:1:q",
-            "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::1:role/r",
-            "AWS_DEFAULT_REGION": "eu-west-1",
-            "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-        }
-    )["schedule_sync"]
-    assert sync.model_dump() == {
-        "database": sync.model_dump()["database"],
-        "queue_arn": "arn:aws:sqs:eu-west-1:1:q",
-        "role_arn": "arn:aws:iam::1:role/r",
-        "group_name": "default",
-        "aws_region": "eu-west-1",
-        "aws_endpoint_url": "http://127.0.0.1:9",
+def test_the_resources_hand_out_the_settings() -> None:
+    environ = {
+        **HTTP,
+        "JLG_GENERATION_CONCURRENCY": "6",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
     }
-
-
-def test_a_deployment_without_a_queue_loads() -> None:
-    assert _resources(LOCAL)["sqs_queue"].queue_url is None
+    with dagster_build_resources(_resources(environ)) as built:
+        assert built.database.concurrency == 6
+        assert built.sqs_queue.queue_url == "http://127.0.0.1:9/q"
+        assert (built.sqs_queue.aws_region, built.sqs_queue.aws_endpoint_url) == (
+            "eu-west-1",
+            "http://127.0.0.1:9",
+        )
+    with dagster_build_resources({"sqs_queue": _resources(LOCAL)["sqs_queue"]}) as built:
+        assert built.sqs_queue.queue_url is None
 
 
 def test_an_unusable_configuration_is_refused_at_load() -> None:
@@ -111,4 +140,3 @@ def test_sharing_points_the_sensors_at_the_shared_job() -> None:
         "join_link_schedule_sync_job",
         "join_link_shared_generation_job",
     }
-    assert _resources({**LOCAL, "JLG_GENERATION_CONCURRENCY": "6"})["database"].concurrency == 6

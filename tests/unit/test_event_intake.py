@@ -82,3 +82,38 @@ def test_only_the_first_receive_of_a_tick_long_polls() -> None:
         queue.send(_event(sid))
     drain(queue, run_exists=lambda _: False, wait_seconds=4)
     assert queue.waits == [4, 0, 0]
+
+
+def _body(data: object, **envelope: object) -> str:
+    return json.dumps(
+        {"queueType": "EVENT", "subType": "JOIN_LINK_GENERATION", "data": data, **envelope}
+    )
+
+
+# Each of these passed the message's own field rules and failed the domain's (or the run-tag
+# write) later, outside the intake's try: the tick raised and nothing moved.
+POISON = [
+    _body({"programSessionId": 1, "role": "   "}),
+    *(
+        _body({"programSessionId": 1, "role": blank})
+        for blank in ["\u00a0", "\u2000", "\u3000", "\u205f", "\x1c", "\x1d", "\x1e", "\x1f"]
+    ),
+    _body({"programSessionId": 1, "role": "mentor\x00"}),
+    _body({"programSessionId": 1, "role": "men\x85tor"}),
+    _body({"programSessionId": 1}, correlationId="join-link-1\x00"),
+    _body({"programSessionId": 1}, correlationId="join\x9blink"),
+    _body({"programSessionId": 1}, timestamp="2026-12-03T09:00:00Z\x07"),
+]
+
+
+@pytest.mark.parametrize("poison", POISON)
+def test_a_message_the_domain_refuses_is_dropped_and_the_rest_go_on(poison: str) -> None:
+    queue = FakeQueue()
+    before = queue.send(_event(2))
+    bad = queue.send(poison)
+    after = queue.send(_event(3))
+    intake = drain(queue, run_exists=lambda _: False)
+    assert [mid for mid, _ in intake.dropped] == [bad]
+    assert [a.message_id for a in intake.accepted] == [before, after]
+    assert [a.request.session_id for a in intake.accepted] == [2, 3]
+    assert set(queue.messages) == {before, after}

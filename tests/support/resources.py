@@ -1,0 +1,22 @@
+"""The code location's resources for a test: built from Settings as ``definitions.py`` builds
+them, with the test's database, queue and knobs."""
+
+from dagster import ResourceDefinition
+
+from jlg_pipeline.config import Settings
+from jlg_pipeline.orchestration import resources
+
+
+def settings_for(db_url: str = "", **environ: str) -> Settings:
+    return Settings.from_env({"JLG_DATABASE_URL": db_url, **environ} if db_url else environ)
+
+
+def database(db_url: str, **environ: str) -> ResourceDefinition:
+    """``environ`` as the code location's: JLG_GENERATION_CONCURRENCY, JLG_TEST_*_MS, …"""
+    return resources.database_resource(settings_for(db_url, **environ))
+
+
+def sqs_queue(queue_url: str, visibility_timeout_seconds: int = 120) -> ResourceDefinition:
+    return resources.sqs_queue_resource(
+        settings_for(JLG_SQS_QUEUE_URL=queue_url, JLG_SQS_WAIT_S="0"), visibility_timeout_seconds
+    )
