@@ -1,6 +1,6 @@
 """A stand-in for the online-session service on a real local HTTP server, for the tests and
 benchmarks of the HTTP registrar. It answers bulkRegister as scripted (status,
-body, delay, a trickling answer, Retry-After, an echo of our request), can hold each
+body, delay, a trickling answer, Retry-After, an echo of our request, raw bytes), can hold each
 session's first call until released (a run stopped or killed inside bulkRegister), and
 records what it was sent."""
 
@@ -28,6 +28,8 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     echo_request: bool = False
     """Answer with the request's headers in the body, as a careless service might."""
+    raw: bytes | None = None
+    """When set, these bytes are the whole answer, status line included (a broken one)."""
 
 
 @dataclass
@@ -97,6 +99,10 @@ def _handler(service: OnlineSessionService) -> type[BaseHTTPRequestHandler]:
                 ).encode()
             time.sleep(answer.delay)
             try:
+                if answer.raw is not None:
+                    self.wfile.write(answer.raw)
+                    self.close_connection = True
+                    return
                 self.send_response(answer.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

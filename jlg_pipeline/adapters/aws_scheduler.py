@@ -6,6 +6,7 @@ cannot hold an applier for long. Every failure is a SchedulerCallFailed naming o
 operation, error code and status: AWS's messages can quote ARNs and request ids.
 """
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -21,19 +22,27 @@ def scheduler_client(*, region_name: str | None = None, endpoint_url: str | None
     return aws_client("scheduler", region_name=region_name, endpoint_url=endpoint_url)
 
 
+_ERROR_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.]{0,63}")
+"""AWS's error codes (ThrottlingException, ConflictException, …); anything else in an
+answer's place is not kept."""
+
+
 def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", "")) or "error"
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    return code if _ERROR_CODE.fullmatch(code) else "error"
 
 
 @contextmanager
 def _described() -> Iterator[None]:
+    # Raised without the cause: boto's errors quote the answer, and a failure's chain is
+    # shown whole in the Dagster UI.
     try:
         yield
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
-        raise SchedulerCallFailed(f"{exc.operation_name}: {_code(exc)} (HTTP {status})") from exc
+        raise SchedulerCallFailed(f"{exc.operation_name}: {_code(exc)} (HTTP {status})") from None
     except BotoCoreError as exc:
-        raise SchedulerCallFailed(type(exc).__name__) from exc
+        raise SchedulerCallFailed(type(exc).__name__) from None
 
 
 class AwsScheduler:

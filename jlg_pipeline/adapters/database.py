@@ -26,8 +26,9 @@ def normalize_url(url: str) -> str:
     """The application's URL with psycopg 3 as its driver (``postgresql://`` means the same)."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(f"not a database URL: {exc}") from exc
+    except ArgumentError:
+        # Its text repeats the URL, password and all.
+        raise ConfigError("JLG_DATABASE_URL is not a database URL") from None
     if parsed.drivername not in ("postgresql", "postgres", APP_DRIVER):
         raise ConfigError(
             f"JLG_DATABASE_URL must be a PostgreSQL URL (postgresql+psycopg://…), "

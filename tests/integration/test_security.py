@@ -17,16 +17,20 @@ from typing import Any
 
 import httpx
 import pytest
+from dagster import DagsterInstance
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import NonRetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.ports import free_port, wait_until_answers
+from jlg_pipeline.orchestration.generation import build_generation_job
+from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, force_state, session_row
@@ -72,6 +76,64 @@ def test_an_upstream_answer_echoing_our_token_is_stored_and_logged_without_it(
     for where in (stored, str(failed.value), logged):
         assert UPSTREAM_TOKEN not in where
         assert "Bearer" not in where
+
+
+# The token as the stand-in's answers echo it: letters and digits only, so it also has the
+# shape of an error code and of a job id.
+ECHOED_TOKEN = "svcToken5d0c2f9e71ab"
+ECHOING_ANSWERS = {
+    "200 not JSON": Answer(body=f"jobId={ECHOED_TOKEN} total=3".encode()),
+    "200 job id": Answer(body=f'{{"jobId": "{ECHOED_TOKEN}", "total": 3}}'.encode()),
+    "malformed status line": Answer(raw=f"HTTP/1.1 2OO Bearer {ECHOED_TOKEN}\r\n\r\n".encode()),
+    "reason phrase": Answer(raw=f"HTTP/1.1 400 {ECHOED_TOKEN}\r\n\r\n".encode()),
+    "error code": Answer(status=400, body=f'{{"error": "{ECHOED_TOKEN}"}}'.encode()),
+    "error code part": Answer(status=422, body=f'{{"code": "x{ECHOED_TOKEN[3:11]}"}}'.encode()),
+    "error body": Answer(status=400, echo_request=True),
+}
+
+
+@pytest.mark.parametrize("answer", list(ECHOING_ANSWERS), ids=list(ECHOING_ANSWERS))
+def test_no_part_of_our_token_reaches_the_row_the_history_the_logs_or_dagster(
+    engine: Engine, db_url: str, caplog: pytest.LogCaptureFixture, answer: str
+) -> None:
+    """Through the Dagster job, as the Launchpad or a sensor runs it: whatever the service
+    answers, the token it was sent is in none of the places a person reads."""
+    sid = create_session(engine)
+    force_state(engine, sid, LinkGenerationStatus.SCHEDULED)
+    instance = DagsterInstance.ephemeral()
+    with online_session_service() as service:
+        service.answer = ECHOING_ANSWERS[answer]
+        settings = Settings.from_env(
+            {
+                "JLG_DATABASE_URL": db_url,
+                "JLG_REGISTRAR": "http",
+                "JLG_ONLINE_SESSION_URL": service.url,
+                "JLG_ONLINE_SESSION_TOKEN": ECHOED_TOKEN,
+                "JLG_ONLINE_SESSION_TIMEOUT_S": "5",
+            }
+        )
+        with caplog.at_level(logging.DEBUG):
+            result = build_generation_job(retry_delay_seconds=0.01).execute_in_process(
+                run_config={"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}},
+                resources=build_resources(settings),
+                instance=instance,
+                raise_on_error=False,
+            )
+    assert not result.success
+    assert f"Bearer {ECHOED_TOKEN}" in str(service.received[0]["headers"]), "it was sent"
+    row = session_row(engine, sid)
+    assert row["link_generation_status"] == "FAILED"
+    places = {
+        "row": str(row),
+        "history": str(ProgramSessionRepository(engine).attempts(sid)),
+        "logs": caplog.text + "".join(str(getattr(r, "jlg_fields", "")) for r in caplog.records),
+        "dagster": "\n".join(repr(entry) for entry in instance.all_logs(result.run_id)),
+    }
+    parts = {ECHOED_TOKEN[i : i + 6].lower() for i in range(len(ECHOED_TOKEN) - 5)}
+    for where, text_there in places.items():
+        found = [part for part in parts if part in text_there.lower()]
+        assert not found, f"{where} holds {found} of the token"
+    assert "bulkRegister answered" in places["dagster"] or "bulkRegister could" in places["dagster"]
 
 
 # 2. /readyz says nothing about the database.

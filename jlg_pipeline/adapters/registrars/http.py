@@ -5,10 +5,13 @@ most ``max_answer_bytes``: httpx's own timeouts apply per read, so an answer tha
 would otherwise hold the call, and the claim, for as long as the service likes. Errors keep
 the status code and at most a short error code from the answer, never its body: an upstream
 answer may echo our request, bearer token included, and errors reach the row, the logs and
-the Dagster UI.
+the Dagster UI. For the same reason they are raised without their cause (``from None``):
+httpx's and pydantic's exceptions quote the answer (a status line, an ``input_value``), and
+Dagster shows a failure's whole chain.
 """
 
 import json
+import logging
 import re
 import socket
 import threading
@@ -23,12 +26,23 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
 
+# httpx logs every answer's status line (reason phrase included) at INFO, and httpcore the
+# raw protocol at DEBUG: both quote the service, whose answer may echo our token. Our own
+# log lines say what a call did.
+for _library in ("httpx", "httpcore"):
+    logging.getLogger(_library).setLevel(logging.WARNING)
+
 BULK_REGISTER_PATH = "/online-session/bulk-register"
 DEFAULT_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 64 * 1024
 RETRYABLE_STATUSES = frozenset({408, 429})
-_ERROR_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,39}")
+_ERROR_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+"""The closed shape of an error code we keep: a letter, then letters, digits, underscores."""
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+CODE_WINDOW = 6
+"""An error code sharing this many characters in a row with our token is not kept."""
+JOB_ID_WINDOW = 12
 
 
 class _Answer(BaseModel):
@@ -36,6 +50,15 @@ class _Answer(BaseModel):
 
     jobId: StrictStr | StrictInt
     total: Annotated[StrictInt, Field(ge=0)]
+
+
+def shares_secret(text: str, secret: str, window: int) -> bool:
+    """Whether ``text`` holds ``window`` characters in a row of ``secret`` (case aside), or is
+    itself a part of it: what an answer echoes of our token is never kept."""
+    low, hidden = text.lower(), secret.lower()
+    if len(low) <= window:
+        return low in hidden
+    return any(low[i : i + window] in hidden for i in range(len(low) - window + 1))
 
 
 class _Watchdog:
@@ -99,6 +122,7 @@ class HttpRegistrar:
         if not timeout_s > 0:
             raise ConfigError("JLG_ONLINE_SESSION_TIMEOUT_S must be a positive number of seconds")
         self._timeout_s = timeout_s
+        self._token = token
         self._max_answer_bytes = max_answer_bytes
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"),
@@ -142,17 +166,17 @@ class HttpRegistrar:
             if watchdog.expired or time.monotonic() - started >= self._timeout_s:
                 raise RegistrarUnavailable(
                     f"bulkRegister exceeded its {self._timeout_s:g}s deadline"
-                ) from exc
+                ) from None
             if isinstance(exc, httpx.TimeoutException):
                 raise RegistrarUnavailable(
                     f"bulkRegister timed out ({type(exc).__name__})"
-                ) from exc
+                ) from None
             raise RegistrarUnavailable(
                 f"bulkRegister could not complete the call ({type(exc).__name__})"
-            ) from exc
+            ) from None
         finally:
             watchdog.cancel()
-        return _result(response, content)
+        return _result(response, content, self._token)
 
     def _read_capped(self, response: httpx.Response) -> bytes:
         declared = response.headers.get("content-length", "")
@@ -168,35 +192,38 @@ class HttpRegistrar:
         return b"".join(chunks)
 
 
-def _result(response: httpx.Response, content: bytes) -> BulkRegisterResult:
+def _result(response: httpx.Response, content: bytes, token: str) -> BulkRegisterResult:
     status = response.status_code
     if status >= 500 or status in RETRYABLE_STATUSES:
         raise RegistrarUnavailable(
-            _describe(status, content), retry_after_s=retry_after(response.headers)
+            _describe(status, content, token), retry_after_s=retry_after(response.headers)
         )
     if not response.is_success:
-        raise RegistrarRejected(_describe(status, content))
+        raise RegistrarRejected(_describe(status, content, token))
+    invalid = f"bulkRegister answered {status} without a valid {{jobId, total}}"
     try:
         answer = _Answer.model_validate_json(content)
-    except ValidationError as exc:
-        raise RegistrarRejected(
-            f"bulkRegister answered {status} without a valid {{jobId, total}}"
-        ) from exc
-    return BulkRegisterResult(job_id=str(answer.jobId), total=answer.total)
+    except ValidationError:
+        raise RegistrarRejected(invalid) from None
+    job_id = str(answer.jobId)
+    if not _JOB_ID.fullmatch(job_id) or shares_secret(job_id, token, JOB_ID_WINDOW):
+        raise RegistrarRejected(invalid)
+    return BulkRegisterResult(job_id=job_id, total=answer.total)
 
 
 def _too_large(status: int, limit: int) -> str:
     return f"bulkRegister answered {status} with more than {limit} bytes"
 
 
-def _describe(status: int, content: bytes) -> str:
-    code = error_code(content)
+def _describe(status: int, content: bytes, token: str) -> str:
+    code = error_code(content, token)
     return f"bulkRegister answered {status}" + (f" ({code})" if code else "")
 
 
-def error_code(content: bytes) -> str | None:
+def error_code(content: bytes, token: str) -> str | None:
     """A short machine-readable code from an error answer (``code``, ``error`` or
-    ``error.code``), or None: never free text, which may echo what we sent."""
+    ``error.code``) of the closed shape ``_ERROR_CODE`` and sharing nothing with our
+    ``token``, or None: never free text, which may echo what we sent."""
     try:
         answer = json.loads(content)
     except (ValueError, RecursionError):
@@ -208,7 +235,11 @@ def error_code(content: bytes) -> str | None:
         answer.get("code"),
         nested.get("code") if isinstance(nested, dict) else nested,
     ):
-        if isinstance(candidate, str) and _ERROR_CODE.fullmatch(candidate):
+        if (
+            isinstance(candidate, str)
+            and _ERROR_CODE.fullmatch(candidate)
+            and not shares_secret(candidate, token, CODE_WINDOW)
+        ):
             return candidate
     return None
 
