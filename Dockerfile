@@ -1,5 +1,5 @@
 # One image for every process of a deployment (docs/operations.md, "Beyond one machine"):
-#   admin API       uvicorn --factory web.app:create_app --host 0.0.0.0 --port 8000 (default)
+#   admin API       python -m web --host 0.0.0.0 --port 8000 (default: uvicorn, bounded)
 #   code location   dagster api grpc -m jlg_pipeline.definitions -h 0.0.0.0 -p 3030
 #   daemon          dagster-daemon run -w <workspace>       (exactly one per deployment)
 #   Dagster UI      dagster-webserver -h 0.0.0.0 -p 3000 -w <workspace>
@@ -40,4 +40,4 @@ COPY --chown=10001:10001 workspace.yaml ./workspace.yaml
 COPY --chown=10001:10001 deploy/workspace.yaml ./deploy/workspace.yaml
 USER 10001:10001
 EXPOSE 8000 3030 3000
-CMD ["uvicorn", "--factory", "web.app:create_app", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["python", "-m", "web", "--host", "0.0.0.0", "--port", "8000"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from sqlalchemy.exc import OperationalError
 
 from jlg_pipeline import bootstrap
-from jlg_pipeline.config import Settings
+from jlg_pipeline.config import Settings, check_jwt_secret
 from jlg_pipeline.domain.errors import ConfigError, JlgError
 from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate
 from jlg_pipeline.tokens import mint_token
@@ -60,9 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 settings = settings.model_copy(
                     update={"jwt_secret": dev_jwt_secret(REPOSITORY_ROOT)}
                 )
-            settings.require_jwt_key()
             if not settings.jwt_secret:
                 raise ConfigError("jlg token signs with JLG_JWT_SECRET (HS256)")
+            check_jwt_secret(settings.jwt_secret)
             if not 0 < args.ttl <= settings.jwt_max_ttl_s:
                 # The API refuses a token whose exp lies further ahead (401).
                 raise ConfigError(
@@ -72,7 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
             print(
                 mint_token(
-                    settings.jwt_secret, user_id=args.user_id, roles=roles, ttl_seconds=args.ttl
+                    settings.jwt_secret,
+                    user_id=args.user_id,
+                    roles=roles,
+                    ttl_seconds=args.ttl,
+                    issuer=settings.jwt_issuer,
+                    audience=settings.jwt_audience,
                 )
             )
             return 0

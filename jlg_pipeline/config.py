@@ -32,6 +32,14 @@ class RegistrarKind(StrEnum):
     HTTP = "http"
 
 
+class Environment(StrEnum):
+    """JLG_ENVIRONMENT. ``production`` (the default) holds the web app to what a deployment
+    needs (a token's issuer and audience checked); ``local`` is the local stack's."""
+
+    PRODUCTION = "production"
+    LOCAL = "local"
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -120,6 +128,7 @@ class Settings(BaseSettings):
         frozen=True, extra="ignore", populate_by_name=True, hide_input_in_errors=True
     )
 
+    environment: Environment = Field(Environment.PRODUCTION, validation_alias="JLG_ENVIRONMENT")
     database_url: str = Field(DEFAULT_DATABASE_URL, validation_alias="JLG_DATABASE_URL")
     registrar: RegistrarKind = Field(RegistrarKind.LOCAL, validation_alias="JLG_REGISTRAR")
     online_session_url: str | None = Field(None, validation_alias="JLG_ONLINE_SESSION_URL")
@@ -196,8 +205,9 @@ class Settings(BaseSettings):
         if not isinstance(values, dict):
             return values
         raw = {k: v for k, v in values.items() if not (isinstance(v, str) and not v.strip())}
-        if isinstance(raw.get("JLG_REGISTRAR"), str):
-            raw["JLG_REGISTRAR"] = raw["JLG_REGISTRAR"].strip().lower()
+        for kind in ("JLG_REGISTRAR", "JLG_ENVIRONMENT"):
+            if isinstance(raw.get(kind), str):
+                raw[kind] = raw[kind].strip().lower()
         if SCHEDULER_FLAG in raw:
             raw[SCHEDULER_FLAG] = Flags.read(raw).scheduler_enabled
         if "scheduler_target" not in raw:
@@ -229,12 +239,20 @@ class Settings(BaseSettings):
             raise ConfigError(_describe(exc)) from None
 
     def require_jwt_key(self) -> None:
-        """The web app cannot authenticate anyone without a key: fail at start, clearly."""
-        if self.jwt_public_key:
-            return
-        if not self.jwt_secret:
-            raise ConfigError("set JLG_JWT_SECRET (HS256) or JLG_JWT_PUBLIC_KEY (RS256)")
-        check_jwt_secret(self.jwt_secret)
+        """The web app cannot authenticate anyone without a key, and in production must not
+        take a token minted for another service: fail at start, clearly."""
+        if not self.jwt_public_key:
+            if not self.jwt_secret:
+                raise ConfigError("set JLG_JWT_SECRET (HS256) or JLG_JWT_PUBLIC_KEY (RS256)")
+            check_jwt_secret(self.jwt_secret)
+        if self.environment is Environment.PRODUCTION and not (
+            self.jwt_issuer and self.jwt_audience
+        ):
+            raise ConfigError(
+                "JLG_JWT_ISSUER and JLG_JWT_AUDIENCE must be set in production (without them "
+                "a token the same key signed for another service is taken); "
+                "JLG_ENVIRONMENT=local lets a local stack leave them unset"
+            )
 
 
 def _describe(exc: ValidationError) -> str:
@@ -242,7 +260,7 @@ def _describe(exc: ValidationError) -> str:
     error = exc.errors()[0]
     name = str(error["loc"][0]) if error["loc"] else "configuration"
     if error["type"] == "enum":
-        kinds = [k.value for k in RegistrarKind]
+        kinds = [k.value for k in (Environment if name == "JLG_ENVIRONMENT" else RegistrarKind)]
         return f"{name} must be one of {kinds}, got {error['input']!r}"
     shown = "" if name in _SECRET_FIELDS else f", got {error.get('input')!r}"
     return f"{name}: {error['msg'].lower()}{shown}"

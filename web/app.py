@@ -24,6 +24,7 @@ from jlg_pipeline.services.eventbridge_sync import Scheduler
 from web import envelope, routes
 from web.after_response import FAST_PATH_WORKERS, AfterResponse
 from web.auth import JwtBackend, on_auth_error
+from web.limits import HeaderCountLimit
 from web.metrics import Metrics, MetricsMiddleware
 from web.openapi import build_openapi
 
@@ -112,7 +113,10 @@ def create_app(
             Route("/metrics", routes.metrics, methods=["GET"]),
             Route("/openapi.json", routes.openapi, methods=["GET"]),
         ],
-        middleware=[Middleware(MetricsMiddleware, metrics=metrics)],
+        middleware=[
+            Middleware(MetricsMiddleware, metrics=metrics),
+            Middleware(HeaderCountLimit),
+        ],
         exception_handlers={
             HTTPException: envelope.http_exception,
             JlgError: envelope.jlg_error,
@@ -120,6 +124,8 @@ def create_app(
         },
         lifespan=lifespan,
     )
+    # A trailing slash is a route that does not exist, not a redirect to whatever Host said.
+    app.router.redirect_slashes = False
     app.state.metrics = metrics
     app.state.openapi = build_openapi()
     return app

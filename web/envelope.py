@@ -1,5 +1,6 @@
 """The pinned response envelope, and the one place errors become HTTP statuses."""
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from jlg_pipeline.domain.errors import (
     BodyTooLarge,
+    BodyTooSlow,
     DatabaseUnavailable,
     GenerationInProgress,
     InvalidInput,
@@ -48,17 +50,23 @@ ERRORS: dict[int, ErrorKind] = {
     ),
     404: ErrorKind("NOT_FOUND", "No such program session, or it is soft-deleted"),
     405: ErrorKind("METHOD_NOT_ALLOWED", "Method not allowed on this path"),
+    408: ErrorKind("REQUEST_TIMEOUT", "Headers or body not received within the server's deadline"),
     409: ErrorKind(
         "CONFLICT", "A generation holds the session and is not stale; retry when it ends"
     ),
     413: ErrorKind("PAYLOAD_TOO_LARGE", "Body larger than 4 KiB (refused while reading)"),
     415: ErrorKind("UNSUPPORTED_MEDIA_TYPE", "The body is not JSON"),
+    431: ErrorKind(
+        "REQUEST_HEADER_FIELDS_TOO_LARGE",
+        "Request line and headers over 16 KiB, or more than 64 header fields",
+    ),
     500: ErrorKind("INTERNAL_ERROR", "Unexpected error (logged; no details are returned)"),
     503: ErrorKind("SERVICE_UNAVAILABLE", "The database is unavailable"),
 }
 _JLG_ERRORS: list[tuple[type[JlgError], int]] = [
     (InvalidInput, 400),
     (BodyTooLarge, 413),
+    (BodyTooSlow, 408),
     (SessionNotFound, 404),
     (GenerationInProgress, 409),
     (DatabaseUnavailable, 503),
@@ -84,6 +92,14 @@ def success(data: Any, status_code: int = 200) -> JSONResponse:
     return JSONResponse({"success": True, "data": data, "error": None}, status_code=status_code)
 
 
+def _error_envelope(status_code: int, message: str, code: str | None = None) -> dict[str, Any]:
+    return {
+        "success": False,
+        "data": None,
+        "error": {"code": code or _code(status_code), "message": message},
+    }
+
+
 def error(
     status_code: int,
     message: str,
@@ -91,14 +107,13 @@ def error(
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     return JSONResponse(
-        {
-            "success": False,
-            "data": None,
-            "error": {"code": code or _code(status_code), "message": message},
-        },
-        status_code=status_code,
-        headers=headers,
+        _error_envelope(status_code, message, code), status_code=status_code, headers=headers
     )
+
+
+def error_bytes(status_code: int, message: str) -> bytes:
+    """The envelope as the server writes it when it refuses a connection before the app."""
+    return json.dumps(_error_envelope(status_code, message), separators=(",", ":")).encode()
 
 
 async def http_exception(request: Request, exc: Exception) -> Response:

@@ -6,9 +6,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jlg_pipeline.adapters.database import ping
-from jlg_pipeline.domain.errors import BodyTooLarge
 from web.auth import actor_id, admin_only
 from web.envelope import success
+from web.limits import read_body
 from web.schemas import (
     MAX_BODY_BYTES,
     AttemptResponse,
@@ -74,20 +74,6 @@ async def set_link_generation(request: Request) -> Response:
         request.app.state.after_response.submit,
     )
     return success(body(LinkGenerationResponse.of(state)))
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed ``limit``: from its
-    Content-Length before reading, or while reading a chunked one, never after."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"body larger than {limit} bytes")
-    received = bytearray()
-    async for chunk in request.stream():
-        received += chunk
-        if len(received) > limit:
-            raise BodyTooLarge(f"body larger than {limit} bytes")
-    return bytes(received)
 
 
 async def healthz(request: Request) -> Response:

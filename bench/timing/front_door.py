@@ -36,12 +36,16 @@ from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.tokens import mint_token
 
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
+ISSUER = "https://idp.bench.invalid"
+AUDIENCE = "jlg-admin-api"
+JWT_ENV = {"JLG_JWT_SECRET": SECRET, "JLG_JWT_ISSUER": ISSUER, "JLG_JWT_AUDIENCE": AUDIENCE}
+"""The web app's token settings, as production has them (issuer and audience)."""
 SESSIONS = 2000
 
 
 def admin_headers() -> dict[str, str]:
     """Credentials of an admin, signed with the benchmarks' ``SECRET``."""
-    token = mint_token(SECRET, user_id=1, roles=("admin",))
+    token = mint_token(SECRET, user_id=1, roles=("admin",), issuer=ISSUER, audience=AUDIENCE)
     return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
 
 
@@ -51,7 +55,7 @@ def app_env(url: str, aws: LocalAws) -> dict[str, str]:
         **os.environ,
         **aws.env,
         "JLG_DATABASE_URL": url,
-        "JLG_JWT_SECRET": SECRET,
+        **JWT_ENV,
         "ENABLE_JOIN_LINK_SCHEDULER": "true",
         "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
         "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",

@@ -14,7 +14,7 @@ import httpx
 from sqlalchemy import Engine, text
 
 from bench.common import bench_database, machine, table
-from bench.timing.front_door import SECRET, serve
+from bench.timing.front_door import JWT_ENV, serve
 from bench.timing.sweep_query import populate
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
@@ -63,7 +63,7 @@ def measure(url: str, engine: Engine, scrapes: int) -> tuple[float, float, float
         started = time.perf_counter()
         read_metrics_snapshot(engine)
         reads.append(time.perf_counter() - started)
-    env = {**os.environ, "JLG_DATABASE_URL": url, "JLG_JWT_SECRET": SECRET}
+    env = {**os.environ, "JLG_DATABASE_URL": url, **JWT_ENV}
     process, base = serve("web.app:create_app", env)
     try:
         median, p99 = scrape(base, scrapes)

@@ -55,7 +55,7 @@ from bench.common import (
     start_daemon,
     table,
 )
-from bench.timing.front_door import SECRET, admin_headers, serve
+from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
@@ -168,7 +168,7 @@ def run(
             **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
             AWS_ENDPOINT_URL=box.url,
             JLG_REGISTRAR="local",
-            JLG_JWT_SECRET=SECRET,
+            **JWT_ENV,
             JLG_SQS_QUEUE_URL=aws.queue_url.replace(aws.endpoint_url, box.url),
             ENABLE_JOIN_LINK_SCHEDULER="true",
             ENABLE_JOIN_LINK_FALLBACK_CRON="true",

@@ -41,7 +41,7 @@ from bench.common import (
     sweep,
     table,
 )
-from bench.timing.front_door import SECRET, admin_headers, serve
+from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.local.ports import free_port
@@ -127,7 +127,7 @@ def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tup
         dagster_url,
         url,
         JLG_REGISTRAR="local",
-        JLG_JWT_SECRET=SECRET,
+        **JWT_ENV,
         ENABLE_JOIN_LINK_SCHEDULER="true",
         AWS_ENDPOINT_URL=closed,
         AWS_DEFAULT_REGION="us-east-1",

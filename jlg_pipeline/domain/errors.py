@@ -21,6 +21,10 @@ class BodyTooLarge(JlgError):
     """A request body is larger than the API accepts; refused while reading it."""
 
 
+class BodyTooSlow(JlgError):
+    """A request body did not arrive whole within the API's deadline."""
+
+
 class ConfigError(JlgError):
     """The configuration (environment) is missing a value or holds one that cannot work."""
 

@@ -116,6 +116,9 @@ DEV_ENV_NAMES = (
     "DAGSTER_POSTGRES_URL",
     "JLG_DATABASE_URL",
     "JLG_JWT_SECRET",
+    "JLG_JWT_ISSUER",
+    "JLG_JWT_AUDIENCE",
+    "JLG_ENVIRONMENT",
     "JLG_SQS_QUEUE_URL",
     "JLG_REGISTRAR",
     "JLG_ONLINE_SESSION_URL",
@@ -216,6 +219,8 @@ def run_dev(root: Path) -> int:
                 "DAGSTER_POSTGRES_URL": pg.dagster_url,
                 "DAGSTER_HOME": str(dagster_home),
                 "JLG_JWT_SECRET": secret,
+                # This machine only: tokens need no issuer or audience (production's do).
+                "JLG_ENVIRONMENT": env.get("JLG_ENVIRONMENT", "local"),
                 "ENABLE_JOIN_LINK_SCHEDULER": env.get("ENABLE_JOIN_LINK_SCHEDULER", "true"),
                 "ENABLE_JOIN_LINK_FALLBACK_CRON": env.get("ENABLE_JOIN_LINK_FALLBACK_CRON", "true"),
                 "TMPDIR": str(data / "tmp"),
@@ -232,9 +237,10 @@ def run_dev(root: Path) -> int:
         children.start(
             "web",
             [
-                str(bin_dir / "uvicorn"),
-                "--factory",
-                "web.app:create_app",
+                # web/server.py's command (its bounds); local/ imports nothing from web/.
+                sys.executable,
+                "-m",
+                "web",
                 "--host",
                 "127.0.0.1",
                 "--port",

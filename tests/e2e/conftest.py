@@ -26,7 +26,8 @@ from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.stack import Children
 from tests.support.factories import session_row
 from tests.support.secrets import find_secrets
-from tests.support.web import SECRET, admin_headers
+from tests.support.web import JWT_ENV, SECRET, admin_headers
+from web.server import command
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -139,7 +140,7 @@ def start_stack(
             "DAGSTER_POSTGRES_URL": dagster_storage_url,
             "JLG_DATABASE_URL": db_url,
             "JLG_SQS_QUEUE_URL": aws.queue_url,
-            "JLG_JWT_SECRET": SECRET,
+            **JWT_ENV,
             "JLG_REGISTRAR": "local",
             "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
             "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/e2e",
@@ -152,15 +153,7 @@ def start_stack(
         started.append((children, standin, aws))
         children.start(
             "web",
-            [
-                str(BIN / "uvicorn"),
-                "--factory",
-                "web.app:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(web_port),
-            ],
+            command("127.0.0.1", web_port, str(BIN / "python")),
             env,
             ROOT,
             logs / "web.log",

@@ -27,7 +27,8 @@ from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.stack import Children
 from tests.support.factories import add_registrations, create_session, force_state, session_row
-from tests.support.web import SECRET, admin_headers
+from tests.support.web import JWT_ENV, admin_headers
+from web.server import command
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ def topology(
         **dagster,
         **aws.env,
         "JLG_DATABASE_URL": db_url,
-        "JLG_JWT_SECRET": SECRET,
+        **JWT_ENV,
         "JLG_REGISTRAR": "local",
         "JLG_SQS_QUEUE_URL": aws.queue_url,
         "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
@@ -146,15 +147,7 @@ def topology(
             port = free_port()
             children.start(
                 replica,
-                [
-                    str(BIN / "uvicorn"),
-                    "--factory",
-                    "web.app:create_app",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ],
+                command("127.0.0.1", port, str(BIN / "python")),
                 app,
                 ROOT,
                 logs / f"{replica}.log",

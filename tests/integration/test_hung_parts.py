@@ -53,13 +53,14 @@ from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database
 from tests.support.web import (
+    JWT_ENV,
     ROLE_ARN,
-    SECRET,
     Aws,
     admin_headers,
     client_for,
     settings_for,
 )
+from web.server import command
 
 S = LinkGenerationStatus
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,16 +118,7 @@ def _serve(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str
     port = free_port()
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "uvicorn"),
-                "--factory",
-                "web.app:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--no-access-log",
-            ],
+            command("127.0.0.1", port, sys.executable),
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -158,7 +150,7 @@ def test_a_silent_eventbridge_never_holds_the_admin(
     env = {
         **os.environ,
         "JLG_DATABASE_URL": db_url,
-        "JLG_JWT_SECRET": SECRET,
+        **JWT_ENV,
         "ENABLE_JOIN_LINK_SCHEDULER": "true",
         "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
         "AWS_SCHEDULER_EXECUTION_ROLE_ARN": ROLE_ARN,

@@ -4,10 +4,7 @@ times, bodies (a real uvicorn), metric labels."""
 
 import contextlib
 import logging
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,17 +21,17 @@ from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.config import Settings
+from jlg_pipeline.config import Environment, Settings
 from jlg_pipeline.domain.errors import NonRetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, force_state, session_row
-from tests.support.web import SECRET, Aws, admin_headers, client_for, raw_token, settings_for
+from tests.support.served import served_app
+from tests.support.web import Aws, admin_headers, client_for, raw_token, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_TOKEN = "online-session-token-5d0c2f9e71"
@@ -189,6 +186,10 @@ class In:
     as_text: bool = False
 
 
+LOCAL_ANY = {"environment": Environment.LOCAL, "jwt_issuer": None, "jwt_audience": None}
+"""The local stack's settings: no issuer or audience, so any is taken."""
+
+
 def _token(**claims: Any) -> dict[str, str]:
     base: dict[str, Any] = {"sub": "7", "roles": ["admin"], "exp": In(600)}
     base.update(claims)
@@ -196,22 +197,23 @@ def _token(**claims: Any) -> dict[str, str]:
     for name, value in base.items():
         if isinstance(value, In):
             base[name] = str(now + value.seconds) if value.as_text else now + value.seconds
-    token = raw_token({k: v for k, v in base.items() if v is not None})
-    return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
+    return {"Authorization": f"Bearer {raw_token(base)}", "X-Active-Role": "admin"}
 
 
 @pytest.mark.parametrize(
     ("config", "claims", "status"),
     [
-        ({}, {"aud": "some-idp-audience"}, 200),
-        ({}, {"iss": "https://idp.example"}, 200),
+        (LOCAL_ANY, {"aud": "some-idp-audience"}, 200),
+        (LOCAL_ANY, {"iss": "https://idp.example"}, 200),
+        ({}, {"aud": "some-idp-audience"}, 401),
+        ({}, {"iss": "https://idp.example"}, 401),
         ({"jwt_audience": "jlg"}, {"aud": "jlg"}, 200),
         ({"jwt_audience": "jlg"}, {"aud": ["other", "jlg"]}, 200),
         ({"jwt_audience": "jlg"}, {"aud": "other"}, 401),
-        ({"jwt_audience": "jlg"}, {}, 401),
+        ({"jwt_audience": "jlg"}, {"aud": None}, 401),
         ({"jwt_issuer": "https://idp"}, {"iss": "https://idp"}, 200),
         ({"jwt_issuer": "https://idp"}, {"iss": "https://evil"}, 401),
-        ({"jwt_issuer": "https://idp"}, {}, 401),
+        ({"jwt_issuer": "https://idp"}, {"iss": None}, 401),
         ({}, {"exp": In(600, as_text=True)}, 401),
         ({}, {"exp": 10**30}, 401),
         ({}, {"exp": 10**400}, 401),
@@ -295,37 +297,8 @@ def test_accepted_times_under_a_server_timezone_ahead_of_utc(
 # 7. Bodies: 413 while reading, on a real server.
 @pytest.fixture
 def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "JLG_DATABASE_URL": db_url,
-        "JLG_JWT_SECRET": SECRET,
-        "ENABLE_JOIN_LINK_SCHEDULER": "false",
-    }
-    log = (tmp_path / "web.log").open("wb")
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "uvicorn"),
-            "--factory",
-            "web.app:create_app",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_until_answers(f"http://127.0.0.1:{port}/healthz", 30, lambda: process.poll() is None)
-        assert process.poll() is None, "uvicorn exited"
-        yield f"http://127.0.0.1:{port}", port, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
+    with served_app(db_url, tmp_path / "web.log") as server:
+        yield server
 
 
 def _rss_kib(pid: int) -> int:

@@ -26,16 +26,15 @@ from jlg_pipeline.local.stack import write_dev_env
 from jlg_pipeline.orchestration.fallback import BACKFILL_DAYS, backfill_partitions_from
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.sweep import backfill_window
-from jlg_pipeline.tokens import mint_token
 from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
-from tests.support.web import SECRET, Aws, admin_headers, client_for, settings_for
+from tests.support.web import SECRET, Aws, admin_headers, client_for, settings_for, token
 
 S = LinkGenerationStatus
 GENERATION = build_generation_job(retry_delay_seconds=0)
 MENTOR = {
-    "Authorization": f"Bearer {mint_token(SECRET, user_id=3, roles=('mentor',))}",
+    "Authorization": f"Bearer {token(3, ('mentor',))}",
     "X-Active-Role": "mentor",
 }
 

@@ -15,15 +15,14 @@ from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
-from jlg_pipeline.tokens import mint_token
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
-from tests.support.web import SECRET, Aws, admin_headers, client_for, settings_for
+from tests.support.web import Aws, admin_headers, client_for, settings_for, token
 
 S = LinkGenerationStatus
 HEADERS = admin_headers()
 MENTOR = {
-    "Authorization": f"Bearer {mint_token(SECRET, user_id=3, roles=('mentor',))}",
+    "Authorization": f"Bearer {token(3, ('mentor',))}",
     "X-Active-Role": "mentor",
 }
 

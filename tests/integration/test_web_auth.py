@@ -9,9 +9,16 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.tokens import mint_token
 from tests.support.factories import create_session, force_state, session_row
-from tests.support.web import SECRET, Aws, RecordingClient, client_for, raw_token, settings_for
+from tests.support.web import (
+    SECRET,
+    Aws,
+    RecordingClient,
+    client_for,
+    raw_token,
+    settings_for,
+    token,
+)
 
 NOW = int(time.time())
 OTHER_KEY = "another-secret-that-is-long-enough-for-hs256!"
@@ -117,10 +124,10 @@ def test_actor_comes_from_the_token(
 ) -> None:
     http, _ = recorded
     sid = create_session(engine)
-    token = mint_token(SECRET, user_id=31, roles=("admin",))
+    bearer = token(31, ("admin",))
     response = http.patch(
         f"/program-session/{sid}/link-generation",
-        headers={"Authorization": f"Bearer {token}", "X-Active-Role": "admin", "X-User-Id": "31"},
+        headers={"Authorization": f"Bearer {bearer}", "X-Active-Role": "admin", "X-User-Id": "31"},
         json={"linkGenerationAt": None},
     )
     assert response.status_code == 200

@@ -13,6 +13,10 @@ from jlg_pipeline.tokens import mint_token
 from web.app import create_app
 
 SECRET = "jlg-test-secret-that-is-long-enough-for-hs256"
+ISSUER = "https://idp.test.invalid"
+AUDIENCE = "jlg-admin-api"
+JWT_ENV = {"JLG_JWT_SECRET": SECRET, "JLG_JWT_ISSUER": ISSUER, "JLG_JWT_AUDIENCE": AUDIENCE}
+"""The web app's token settings in tests, as production has them (issuer and audience)."""
 ROLE_ARN = "arn:aws:iam::123456789012:role/jlg-scheduler-execution"
 
 
@@ -41,6 +45,8 @@ def settings_for(db_url: str, queue_arn: str | None, **overrides: Any) -> Settin
     base = Settings(
         database_url=db_url,
         jwt_secret=SECRET,
+        jwt_issuer=ISSUER,
+        jwt_audience=AUDIENCE,
         scheduler_enabled=True,
         scheduler_target=ScheduleTarget(queue_arn, ROLE_ARN) if queue_arn else None,
         aws_region="us-east-1",
@@ -67,13 +73,20 @@ def client_for(settings: Settings, scheduler_client: Any = None) -> TestClient:
     return SettledClient(create_app(settings, scheduler=scheduler), raise_server_exceptions=False)
 
 
+def token(user_id: int = 7, roles: tuple[str, ...] = ("admin", "mentor")) -> str:
+    """A token the test servers take: signed with SECRET, for ISSUER and AUDIENCE."""
+    return mint_token(SECRET, user_id=user_id, roles=roles, issuer=ISSUER, audience=AUDIENCE)
+
+
 def admin_headers(user_id: int = 7, **extra: str) -> dict[str, str]:
-    token = mint_token(SECRET, user_id=user_id, roles=("admin", "mentor"))
-    return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin", **extra}
+    return {"Authorization": f"Bearer {token(user_id)}", "X-Active-Role": "admin", **extra}
 
 
 def raw_token(claims: dict[str, Any], key: Any = SECRET, algorithm: str = "HS256") -> str:
-    return jwt.encode(claims, key, algorithm=algorithm)
+    """``claims`` signed as given, with ISSUER and AUDIENCE unless they name their own; a
+    claim given as None is left out."""
+    merged = {"iss": ISSUER, "aud": AUDIENCE, **claims}
+    return jwt.encode({k: v for k, v in merged.items() if v is not None}, key, algorithm=algorithm)
 
 
 class RecordingClient:

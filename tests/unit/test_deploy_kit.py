@@ -5,6 +5,7 @@ Kubernetes schema, the Helm values for what they must hold, and the Dockerfile f
 image of ours must be."""
 
 import importlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ from dagster._config import validate_config
 from dagster._core.instance.config import dagster_instance_config
 from dagster_postgres import DagsterPostgresStorage
 from packaging.requirements import Requirement
+
+from jlg_pipeline.config import Environment, Settings
+from web.server import command
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -87,10 +91,16 @@ def test_the_distributed_instances_keep_the_local_queue_and_bounds() -> None:
     assert {"key": "jlg/session", "limit": 1, "value": {"applyLimitPerUniqueValue": True}} in limits
 
 
+API_SECRETS = "jlg-api-secrets"
+PIPELINE_SECRETS = "jlg-pipeline-secrets"
+"""The admin API's Secret (the JWT secret with the database URL) and the code location's, its
+runs' and the migrations' (the online-session token with the database URL)."""
+
+
 def test_the_k8s_launcher_gives_runs_their_settings_by_reference() -> None:
     launcher = _load("deploy/dagster-k8s.yaml")["run_launcher"]["config"]
     assert launcher["env_config_maps"] == ["jlg-config"]
-    assert set(launcher["env_secrets"]) == {"jlg-secrets", "jlg-dagster-secrets"}
+    assert set(launcher["env_secrets"]) == {PIPELINE_SECRETS, "jlg-dagster-secrets"}
     assert "env_vars" not in launcher, "no value written into the instance"
 
 
@@ -161,7 +171,7 @@ def test_the_helm_values_hold_what_the_deployment_needs() -> None:
     [code] = values["dagster-user-deployments"]["deployments"]
     assert values["dagster-user-deployments"]["enabled"] is True
     assert code["dagsterApiGrpcArgs"] == ["-m", "jlg_pipeline.definitions"]
-    assert code["envSecrets"] == [{"name": "jlg-secrets"}]
+    assert code["envSecrets"] == [{"name": PIPELINE_SECRETS}]
     assert code["envConfigMaps"] == [{"name": "jlg-config"}]
     assert code["includeConfigInLaunchedRuns"] == {"enabled": True}
     images = {code["image"]["repository"], values["dagsterWebserver"]["image"]["repository"]}
@@ -169,7 +179,7 @@ def test_the_helm_values_hold_what_the_deployment_needs() -> None:
 
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
-    assert launcher["envSecrets"] == [{"name": "jlg-secrets"}]
+    assert launcher["envSecrets"] == [{"name": PIPELINE_SECRETS}]
 
     coordinator = values["dagsterDaemon"]["runCoordinator"]
     assert (coordinator["enabled"], coordinator["type"]) == (True, "QueuedRunCoordinator")
@@ -211,11 +221,12 @@ def test_the_admin_api_is_replicated_probed_bounded_and_secret_free() -> None:
     deployment, service = manifests["Deployment"], manifests["Service"]
     assert deployment["spec"]["replicas"] >= 2
     [api] = _containers(deployment)
-    assert api["command"][:3] == ["uvicorn", "--factory", "web.app:create_app"]
+    # Bounded as web/server.py serves it.
+    assert api["command"][:7] == command("0.0.0.0", 8000, "python")  # noqa: S104
     assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert set(api["resources"]) == {"requests", "limits"}
-    assert {"secretRef": {"name": "jlg-secrets"}} in api["envFrom"]
+    assert {"secretRef": {"name": API_SECRETS}} in api["envFrom"]
     pod = deployment["spec"]["template"]
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -232,6 +243,12 @@ def test_the_admin_api_is_replicated_probed_bounded_and_secret_free() -> None:
                 )
     config = manifests["ConfigMap"]["data"]
     assert not [k for k in config if SECRET_NAMES.search(k)], "secrets are not configuration"
+    # Production settings: the admin API starts only with a token issuer and audience.
+    settings = Settings.from_env(
+        {**config, "JLG_JWT_SECRET": "Kq3v-8Zt_wP1mXa9" * 2, "JLG_ONLINE_SESSION_TOKEN": "t"}
+    )
+    assert settings.environment is Environment.PRODUCTION
+    settings.require_jwt_key()
 
 
 def _instructions(dockerfile: str) -> list[tuple[str, str]]:
@@ -268,7 +285,7 @@ def test_the_dockerfile_builds_one_non_root_image_from_the_lock() -> None:
                 assert (ROOT / source).exists(), f"COPY {source}: no such file"
                 assert source.split("/")[0] not in ignored, f"COPY {source} is .dockerignored"
     [cmd] = [arg for op, arg in final if op == "CMD"]
-    assert "web.app:create_app" in cmd
+    assert json.loads(cmd) == command("0.0.0.0", 8000, "python")  # noqa: S104
 
 
 def test_the_lock_pins_every_runtime_dependency_the_image_installs() -> None:
@@ -286,3 +303,117 @@ def test_the_lock_pins_every_runtime_dependency_the_image_installs() -> None:
         name = requirement.name.lower().replace("_", "-")
         assert name in pinned, f"{name} is not in requirements.lock"
         assert requirement.specifier.contains(pinned[name]), f"{name}=={pinned[name]} vs {spec}"
+
+
+def _secret_block(name: str) -> str:
+    """The `kubectl create secret generic <name>` command docs/operations.md gives."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    start = text.index(f"kubectl create secret generic {name} ")
+    return text[start : text.index("```", start)]
+
+
+def test_each_process_gets_only_the_secrets_it_uses() -> None:
+    """The code location and its runs never hold the JWT secret (the Dagster UI runs code
+    there); the admin API never holds the online-session token."""
+    pipeline, api = _secret_block(PIPELINE_SECRETS), _secret_block(API_SECRETS)
+    assert "JLG_ONLINE_SESSION_TOKEN" in pipeline
+    assert "JLG_DATABASE_URL" in pipeline
+    assert "JLG_JWT_SECRET" not in pipeline
+    assert "JLG_JWT_SECRET" in api
+    assert "JLG_ONLINE_SESSION_TOKEN" not in api
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    [code] = values["dagster-user-deployments"]["deployments"]
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    for given in (code["envSecrets"], launcher["envSecrets"]):
+        assert [s["name"] for s in given] == [PIPELINE_SECRETS]
+    for process in ("dagsterWebserver", "dagsterDaemon"):
+        assert not values[process].get("envSecrets"), f"{process} needs only the instance"
+    every_reference = yaml.safe_dump(values) + (DEPLOY / "dagster-k8s.yaml").read_text()
+    assert "jlg-secrets" not in every_reference
+    assert API_SECRETS not in every_reference
+
+
+HARDENED_POD = {"runAsNonRoot": True, "runAsUser": 10001}
+HARDENED_CONTAINER = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def _chart_pods() -> dict[str, dict[str, Any]]:
+    """Each pod the chart makes, as (pod security, container security, volumes, mounts)."""
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    [code] = values["dagster-user-deployments"]["deployments"]
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    run_pod = launcher["runK8sConfig"]["podSpecConfig"]
+    k8s = _load("deploy/dagster-k8s.yaml")["run_launcher"]["config"]
+    sections = {
+        "webserver": values["dagsterWebserver"],
+        "daemon": values["dagsterDaemon"],
+        "code location": code,
+    }
+    pods = {
+        name: {
+            "pod": section["podSecurityContext"],
+            "container": section["securityContext"],
+            "volumes": section["volumes"],
+            "mounts": section["volumeMounts"],
+        }
+        for name, section in sections.items()
+    }
+    pods["run (chart)"] = {
+        "pod": run_pod["securityContext"],
+        "container": launcher["securityContext"],
+        "volumes": launcher["volumes"],
+        "mounts": launcher["volumeMounts"],
+    }
+    pods["run (dagster-k8s.yaml)"] = {
+        "pod": k8s["run_k8s_config"]["pod_spec_config"]["securityContext"],
+        "container": k8s["security_context"],
+        "volumes": k8s["volumes"],
+        "mounts": k8s["volume_mounts"],
+    }
+    return pods
+
+
+@pytest.mark.parametrize("name", list(_chart_pods()))
+def test_every_chart_pod_and_run_is_non_root_read_only_and_unprivileged(name: str) -> None:
+    pod = _chart_pods()[name]
+    assert HARDENED_POD.items() <= pod["pod"].items()
+    assert HARDENED_CONTAINER.items() <= pod["container"].items()
+    # Writable scratch space where Dagster and Python write: /tmp and the local storage.
+    mounted = {m["mountPath"] for m in pod["mounts"]}
+    assert {"/tmp", "/opt/dagster/dagster_home/storage"} <= mounted  # noqa: S108
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe"},
+        "spec": {
+            "securityContext": pod["pod"],
+            "containers": [
+                {
+                    "name": "dagster",
+                    "image": "registry.example.com/jlg-pipeline:0.1.0",
+                    "securityContext": pod["container"],
+                    "volumeMounts": pod["mounts"],
+                }
+            ],
+            "volumes": pod["volumes"],
+        },
+    }
+    kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_dagster_ui_is_reached_only_through_an_authenticating_proxy() -> None:
+    """The UI has no login; the kit puts it behind external auth and serves it over TLS."""
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    service = values["dagsterWebserver"].get("service", {})
+    assert service.get("type", "ClusterIP") == "ClusterIP", "not exposed but through the Ingress"
+    ingress = values["ingress"]
+    assert ingress["enabled"] is True
+    annotations = ingress["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/auth-url"].startswith("https://")
+    assert annotations["nginx.ingress.kubernetes.io/auth-signin"].startswith("https://")
+    assert ingress["dagsterWebserver"]["tls"]["enabled"] is True

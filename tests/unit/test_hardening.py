@@ -9,7 +9,7 @@ import jwt
 import pytest
 
 from jlg_pipeline import cli
-from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Settings, timing_windows
+from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Environment, Settings, timing_windows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import stack
 from web.app import create_app
@@ -32,15 +32,51 @@ def test_the_example_secret_is_the_one_in_env_example() -> None:
     ],
 )
 def test_weak_jwt_secrets_refuse_to_start(secret: str, message: str) -> None:
-    settings = Settings(database_url="postgresql://x@127.0.0.1:1/x", jwt_secret=secret)
+    settings = Settings(
+        database_url="postgresql://x@127.0.0.1:1/x",
+        jwt_secret=secret,
+        environment=Environment.LOCAL,
+    )
     with pytest.raises(ConfigError, match=message):
         create_app(settings)
 
 
-def test_a_strong_secret_starts() -> None:
+STRONG = "Kq3v-8Zt_wP1mXa9" * 2
+
+
+def test_a_strong_secret_starts_with_an_issuer_and_an_audience() -> None:
     create_app(
-        Settings(database_url="postgresql://x@127.0.0.1:1/x", jwt_secret="Kq3v-8Zt_wP1mXa9" * 2)
+        Settings(
+            database_url="postgresql://x@127.0.0.1:1/x",
+            jwt_secret=STRONG,
+            jwt_issuer="https://idp.example",
+            jwt_audience="jlg-admin-api",
+        )
     )
+
+
+@pytest.mark.parametrize(
+    "missing", [{}, {"jwt_issuer": "https://idp.example"}, {"jwt_audience": "jlg-admin-api"}]
+)
+def test_production_refuses_to_start_without_an_issuer_and_an_audience(
+    missing: dict[str, str],
+) -> None:
+    """Without them, a token the same IdP key signed for another service would be taken."""
+    settings = Settings(database_url="postgresql://x@127.0.0.1:1/x", jwt_secret=STRONG).model_copy(
+        update=missing
+    )
+    with pytest.raises(ConfigError, match="JLG_JWT_ISSUER and JLG_JWT_AUDIENCE"):
+        create_app(settings)
+    create_app(settings.model_copy(update={"environment": Environment.LOCAL}))
+
+
+def test_the_environment_is_production_unless_said() -> None:
+    assert Settings.from_env({}).environment is Environment.PRODUCTION
+    assert Settings.from_env({"JLG_ENVIRONMENT": " Local "}).environment is Environment.LOCAL
+    with pytest.raises(
+        ConfigError, match=r"JLG_ENVIRONMENT must be one of \['production', 'local'\]"
+    ):
+        Settings.from_env({"JLG_ENVIRONMENT": "staging"})
 
 
 @pytest.mark.parametrize("name", ["JLG_TEST_STALE_MS", "JLG_TEST_GRACE_MS"])

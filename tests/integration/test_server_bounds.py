@@ -1,0 +1,181 @@
+"""What a client sends is bounded by the server as the image runs it (``python -m web``):
+header size and count, the request line, slow headers, slow bodies, open connections; a
+trailing slash is the 404 envelope. Each refusal is the error envelope, and the process
+does not grow with what was sent."""
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import Engine
+
+from tests.support.factories import create_session
+from tests.support.served import served_app
+from tests.support.web import admin_headers
+from web.limits import BODY_DEADLINE_S, MAX_HEADERS
+from web.server import HEADER_BYTES, HEADER_DEADLINE_S, MAX_CONNECTIONS
+
+
+@pytest.fixture
+def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
+    with served_app(db_url, tmp_path / "web.log") as server:
+        yield server
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _answer(sock: socket.socket) -> tuple[int, dict[str, object]]:
+    """Status and JSON body of one answer read to the connection's close."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)
+
+
+def _send_until_answered(port: int, head: bytes, filler: bytes, total: int) -> tuple[int, int]:
+    """Send ``head`` then ``filler`` up to ``total`` bytes, stopping once the server answers
+    or closes; the status and how many bytes went out."""
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head)
+        try:
+            while sent < total:
+                sock.sendall(filler)
+                sent += len(filler)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        status, body = _answer(sock)
+    assert body["success"] is False
+    return status, sent
+
+
+def test_an_8_mb_header_is_431_before_it_is_read(served: tuple[str, int, int]) -> None:
+    _, port, pid = served
+    before = _rss_kib(pid)
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+    status, sent = _send_until_answered(port, head, b"a" * 65536, 8 * 1024 * 1024)
+    assert status == 431
+    assert sent < 8 * 1024 * 1024, "refused while the header was still coming"
+    assert (_rss_kib(pid) - before) / 1024 < 5
+
+
+def test_two_unfinished_50_mb_headers_do_not_grow_the_server(
+    served: tuple[str, int, int],
+) -> None:
+    _, port, pid = served
+    before = _rss_kib(pid)
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+    with ThreadPoolExecutor(2) as pool:
+        results = list(
+            pool.map(
+                lambda _: _send_until_answered(port, head, b"a" * 65536, 50 * 1024 * 1024),
+                range(2),
+            )
+        )
+    assert [status for status, _ in results] == [431, 431]
+    grown_mib = (_rss_kib(pid) - before) / 1024
+    assert grown_mib < 5, f"the server grew by {grown_mib:.1f} MiB"
+
+
+def test_a_long_request_line_is_431(served: tuple[str, int, int]) -> None:
+    url, _, _ = served
+    response = httpx.get(f"{url}/healthz?{'q' * (HEADER_BYTES + 1)}")
+    assert response.status_code == 431
+    assert response.json()["error"]["code"] == "REQUEST_HEADER_FIELDS_TOO_LARGE"
+
+
+def test_more_header_fields_than_the_limit_is_431(served: tuple[str, int, int]) -> None:
+    url, _, _ = served
+    fine = httpx.get(f"{url}/healthz", headers={f"X-H{i}": "1" for i in range(MAX_HEADERS - 5)})
+    assert fine.status_code == 200
+    many = httpx.get(f"{url}/healthz", headers={f"X-H{i}": "1" for i in range(MAX_HEADERS + 1)})
+    assert many.status_code == 431
+    assert many.json()["error"]["code"] == "REQUEST_HEADER_FIELDS_TOO_LARGE"
+
+
+def test_slow_headers_and_a_slow_body_are_408_at_their_deadlines(
+    engine: Engine, served: tuple[str, int, int]
+) -> None:
+    """One byte of headers, then nothing; full headers, then half a body: both are answered
+    408 once their deadline passes (not held while the client likes), and the server still
+    answers everyone else meanwhile."""
+    url, port, _ = served
+    sid = create_session(engine)
+    token = admin_headers()["Authorization"]
+    body = b'{"linkGenerationAt": "2030-01-01T09:00:00Z"}'
+
+    def slow_headers() -> tuple[int, float, dict[str, object]]:
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"G")
+            status, answer = _answer(sock)
+        return status, time.monotonic() - started, answer
+
+    def slow_body() -> tuple[int, float, dict[str, object]]:
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(
+                f"PATCH /program-session/{sid}/link-generation HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: {token}\r\nX-Active-Role: admin\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body[:10]
+            )
+            status, answer = _answer(sock)
+        return status, time.monotonic() - started, answer
+
+    with ThreadPoolExecutor(2) as pool:
+        headers_late = pool.submit(slow_headers)
+        body_late = pool.submit(slow_body)
+        time.sleep(1)
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        (h_status, h_took, h_answer), (b_status, b_took, b_answer) = (
+            headers_late.result(),
+            body_late.result(),
+        )
+    assert (h_status, b_status) == (408, 408)
+    assert HEADER_DEADLINE_S - 0.5 <= h_took < HEADER_DEADLINE_S + 3
+    assert BODY_DEADLINE_S - 0.5 <= b_took < BODY_DEADLINE_S + 3
+    assert h_answer["error"] == {
+        "code": "REQUEST_TIMEOUT",
+        "message": f"headers not complete within {HEADER_DEADLINE_S:g} s",
+    }
+    assert b_answer["error"]["code"] == "REQUEST_TIMEOUT"  # type: ignore[index]
+
+
+def test_connections_past_the_limit_are_503(served: tuple[str, int, int]) -> None:
+    url, port, _ = served
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as extra:
+            extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, answer = _answer(extra)
+        assert status == 503
+        assert answer["error"]["code"] == "SERVICE_UNAVAILABLE"  # type: ignore[index]
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.5)
+    assert httpx.get(f"{url}/healthz").status_code == 200, "served again once they closed"
+
+
+@pytest.mark.parametrize("path", ["/healthz/", "/program-session/1/link-generation/"])
+def test_a_trailing_slash_is_the_404_envelope_not_a_redirect(
+    served: tuple[str, int, int], path: str
+) -> None:
+    url, _, _ = served
+    response = httpx.get(f"{url}{path}", headers={**admin_headers(), "Host": "attacker.invalid"})
+    assert response.status_code == 404
+    assert "location" not in response.headers
+    assert response.json()["error"]["code"] == "NOT_FOUND"

@@ -1,0 +1,3 @@
+from web.server import main
+
+main()
