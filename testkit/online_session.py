@@ -41,6 +41,9 @@ class OnlineSessionService:
     hold_first_call: bool = False
     """Hold each session's first call until :meth:`release` (or HOLD_LIMIT_S)."""
     received: list[dict[str, Any]] = field(default_factory=list)
+    jobs: dict[str, str] = field(default_factory=dict)
+    """Idempotency-Key -> the job its first successful call started: a later call with the
+    key gets that job back, as the real service absorbs a repeat."""
     _calls: dict[int, int] = field(default_factory=dict)
     _arrived: dict[int, threading.Event] = field(default_factory=dict)
     _released: dict[int, threading.Event] = field(default_factory=dict)
@@ -92,7 +95,14 @@ def _handler(service: OnlineSessionService) -> type[BaseHTTPRequestHandler]:
             call, answer = service._take(request, session_id)
             body = answer.body
             if body is None:
-                body = json.dumps({"jobId": f"job-{session_id}-{call}", "total": 10}).encode()
+                key = self.headers.get("Idempotency-Key")
+                with service._lock:
+                    job = service.jobs.get(key) if key else None
+                    if job is None:
+                        job = f"job-{session_id}-{call}"
+                        if key and answer.status == 200:
+                            service.jobs[key] = job
+                body = json.dumps({"jobId": job, "total": 10}).encode()
             if answer.echo_request:
                 body = json.dumps(
                     {"message": "bad request", "request": request["headers"]}

@@ -385,6 +385,44 @@ class ProgramSessionRepository:
             claimed_at=row.claimed_at,
         )
 
+    def resume(self, session_id: int, run_id: str) -> Claim | None:
+        """The claim this run already holds on the session, its lease renewed: the session is
+        IN_PROGRESS under an open attempt that ``run_id`` made (a retry of the run's step
+        after its completion write was lost). None otherwise, and for any other run, however
+        stale: taking over another run's claim is :meth:`claim`'s job."""
+        session_id = validation.session_id(session_id)
+        resumed = (
+            update(ps)
+            .where(
+                ps.c.id == session_id,
+                ps.c.deleted_at.is_(None),
+                ps.c.link_generation_status == S.IN_PROGRESS.value,
+                attempts.c.program_session_id == ps.c.id,
+                attempts.c.attempt == ps.c.link_generation_attempt,
+                attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value,
+                attempts.c.run_id == str(run_id)[:64],
+            )
+            .values(updated_at=func.now())
+            .returning(
+                ps.c.id,
+                ps.c.program_id,
+                ps.c.link_generation_attempt,
+                ps.c.link_generation_at,
+                attempts.c.claimed_at,
+            )
+        )
+        with translate_errors("resuming a claim"), self._engine.begin() as conn:
+            row = conn.execute(resumed).one_or_none()
+        if row is None:
+            return None
+        return Claim(
+            session_id=row.id,
+            program_id=row.program_id,
+            attempt=row.link_generation_attempt,
+            link_generation_at=row.link_generation_at,
+            claimed_at=row.claimed_at,
+        )
+
     def _mark_statement(self, status: S, recorded: dict[str, Any], **values: Any) -> Select[Any]:
         """The fenced mark, and the attempt's record closed by the same statement: with the
         mark's outcome when it landed, SUPERSEDED when the attempt was fenced out. A record

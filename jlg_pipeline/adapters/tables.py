@@ -134,7 +134,14 @@ local_bulk_job = Table(
     Column("created", Integer, nullable=False, server_default="0"),
     Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("idempotency_key", String(200), nullable=True),
     Index("ix_local_bulk_job_session", "program_session_id"),
+    Index(
+        "uq_local_bulk_job_idempotency_key",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
 )
 
 local_join_link = Table(

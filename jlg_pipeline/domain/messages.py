@@ -30,6 +30,13 @@ def correlation_id(session_id: int) -> str:
     return f"{SCHEDULE_NAME_PREFIX}{session_id}"
 
 
+def cycle_id(session_id: int, link_generation_at: datetime) -> str:
+    """``join-link-<id>@<time>``: one cycle of a session (the message's correlation id,
+    ``join-link-<id>``, is the same for every cycle). The ``jlg/cycle`` tag, and the
+    idempotency key of the cycle's bulkRegister calls."""
+    return f"{correlation_id(session_id)}@{link_generation_at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
 class JoinLinkGenerationData(BaseModel):
     """The event's data. Its field rules are the domain's (``validation``, through
     :class:`BulkRegisterRequest`): the message only says which fields exist."""

@@ -140,12 +140,16 @@ class BulkRegisterRequest:
     role: str | None = None
     batch_size: int | None = None
     actor_user_id: int | None = None
+    idempotency_key: str | None = None
+    """``join-link-<id>@<cycle>``, set by the gate once it has claimed: every call for one
+    cycle carries the same key, so the service absorbs a second one."""
 
     def __post_init__(self) -> None:
         validation.session_id(self.session_id)
         validation.role(self.role)
         validation.batch_size(self.batch_size)
         validation.actor_user_id(self.actor_user_id)
+        validation.text(self.idempotency_key, "idempotencyKey", validation.MAX_KEY_CHARS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from jlg_pipeline.domain.errors import InvalidInput
 
 MAX_ROLE_CHARS = 64
 MAX_MESSAGE_TEXT_CHARS = 200
+MAX_KEY_CHARS = 200
 """A queue message's free-text fields (correlationId, timestamp) become run tags."""
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """C0 and C1 (NUL included): refused wherever a string enters. PostgreSQL refuses NUL in text,

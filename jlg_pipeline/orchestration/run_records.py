@@ -8,6 +8,7 @@ from typing import Any
 
 from dagster import Failure, MetadataValue, OpExecutionContext, Output
 
+from jlg_pipeline.domain.messages import cycle_id
 from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
@@ -16,7 +17,6 @@ from jlg_pipeline.orchestration.tags import (
     RUNNING_OUTCOME,
     SESSION_TAG,
     TRIGGER_TAG,
-    cycle_id,
     trigger_of,
 )
 from jlg_pipeline.services.sweep import FAILED

@@ -1,7 +1,6 @@
 """Run tags naming the session and the trigger, so runs can be found and limited per session."""
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from jlg_pipeline.domain.models import Trigger
 
@@ -41,12 +40,6 @@ class Lane:
 def run_tags(lane: str, max_runtime_s: int, **tags: str) -> dict[str, str]:
     """A job's tags: its lane and its runtime bound (every run of the job carries them)."""
     return {LANE_TAG: lane, MAX_RUNTIME_TAG: str(max_runtime_s), **tags}
-
-
-def cycle_id(session_id: int, link_generation_at: datetime) -> str:
-    """``join-link-<id>@<time>``: the correlation id of one cycle (the message's own
-    correlation id, ``join-link-<id>``, is the same for every cycle of a session)."""
-    return f"join-link-{session_id}@{link_generation_at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 PARENT_RUN_TAG = "dagster/parent_run_id"

@@ -3,9 +3,16 @@
 claim ▶ bulkRegister ▶ mark. A lost claim returns normally; a failed bulkRegister marks the
 session FAILED, keeps the error on the row and raises a GenerationFailed that says whether
 the trigger should retry.
+
+A bulkRegister result is never lost to a database fault: the completion write is retried,
+the lease renewed meanwhile, for up to half the stale window; if it still has not landed, the
+run fails retryably and its retry, while the claim is not yet stale, resumes it
+(``ProgramSessionRepository.resume``) instead of skipping, and calls again with the cycle's
+idempotency key, which the service answers with the same job.
 """
 
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -21,8 +28,10 @@ from jlg_pipeline.domain.errors import (
     RetryableGenerationFailed,
     is_retryable,
 )
+from jlg_pipeline.domain.messages import cycle_id
 from jlg_pipeline.domain.models import (
     BulkRegisterRequest,
+    BulkRegisterResult,
     Claim,
     GenerationOutcome,
     GenerationResult,
@@ -66,25 +75,31 @@ def generate_for_session(
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
     claim = repository.claim(session_id, trigger, run_id)
+    resumed = claim is None and run_id is not None
+    if resumed:
+        claim = repository.resume(session_id, str(run_id))
     if claim is None:
         reason = skip_reason(repository.get_state(session_id))
         log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
         return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
 
     fields["attempt"] = claim.attempt
+    request = replace(request, idempotency_key=cycle_id(session_id, claim.link_generation_at))
     log_event(
         logger,
         logging.INFO,
-        "generation.dispatched",
+        "generation.resumed" if resumed else "generation.dispatched",
         **fields,
         role=request.role,
         batch_size=request.batch_size,
+        idempotency_key=request.idempotency_key,
     )
-    try:
-        with lease(repository, claim):
+    with lease(repository, claim):
+        try:
             result = registrar.bulk_register(request)
-    except Exception as exc:  # every failure must leave the row FAILED, whatever it is
-        raise _failed(repository, claim, trigger, exc) from exc
+        except Exception as exc:  # every failure must leave the row FAILED, whatever it is
+            raise _failed(repository, claim, trigger, exc) from exc
+        landed = _record_completion(repository, claim, trigger, result)
 
     outcome = GenerationOutcome(
         session_id,
@@ -96,7 +111,7 @@ def generate_for_session(
         lag_seconds=claim.lag_seconds,
         created=result.created,
     )
-    if not repository.mark_completed(claim, result.job_id, result.total):
+    if not landed:
         log_event(
             logger,
             logging.WARNING,
@@ -118,6 +133,58 @@ def generate_for_session(
         lag_seconds=claim.lag_seconds,
     )
     return outcome
+
+
+COMPLETION_RETRY_FIRST_S = 0.5
+COMPLETION_RETRY_MAX_S = 10.0
+
+
+def _record_completion(
+    repository: ProgramSessionRepository,
+    claim: Claim,
+    trigger: Trigger,
+    result: BulkRegisterResult,
+) -> bool:
+    """``mark_completed``, retried while the database is unavailable, for up to half the
+    stale window. Raises RetryableGenerationFailed when it never landed: the row still says
+    IN_PROGRESS under this attempt, and a retry of the same run soon after resumes it before
+    it goes stale (after that, a new attempt takes it over and the cycle's idempotency key
+    keeps the service to one job)."""
+    deadline = time.monotonic() + repository.windows.stale_ms / 2000
+    delay = COMPLETION_RETRY_FIRST_S
+    fields: dict[str, Any] = {
+        "session_id": claim.session_id,
+        "attempt": claim.attempt,
+        "job_id": result.job_id,
+    }
+    while True:
+        try:
+            return repository.mark_completed(claim, result.job_id, result.total)
+        except DatabaseUnavailable as exc:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log_event(logger, logging.ERROR, "generation.completion_unrecorded", **fields)
+                raise RetryableGenerationFailed(
+                    f"bulkRegister job {result.job_id} for session {claim.session_id} "
+                    f"(attempt {claim.attempt}) could not be recorded: the database stayed "
+                    "unavailable; a retry of this run resumes the claim and the service "
+                    "answers the same job for the cycle's idempotency key",
+                    session_id=claim.session_id,
+                    attempt=claim.attempt,
+                    retryable=True,
+                    cycle=claim.link_generation_at,
+                ) from None
+            log_event(
+                logger,
+                logging.WARNING,
+                "generation.completion_retry",
+                **fields,
+                trigger=trigger.value,
+                retry_in_s=delay,
+                error=str(exc),
+            )
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, COMPLETION_RETRY_MAX_S)
 
 
 def _failed(

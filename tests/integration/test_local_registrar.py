@@ -108,3 +108,65 @@ def test_a_second_cycle_reports_what_it_created_beside_the_total(engine: Engine)
     add_registrations(engine, 12, 2, first_user_id=500)
     again = registrar.bulk_register(BulkRegisterRequest(sid))
     assert (again.total, again.created) == (27, 2)
+
+
+def _jobs(engine: Engine, session_id: int) -> list[Any]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(local_bulk_job).where(local_bulk_job.c.program_session_id == session_id)
+            ).all()
+        )
+
+
+def test_a_second_call_with_the_cycles_key_answers_the_first_job(engine: Engine) -> None:
+    """Two calls for one cycle (a completion write lost, then the run's retry) are one job."""
+    sid = create_session(engine, program_id=10)
+    add_registrations(engine, 10, 12)
+    registrar = EmbeddedRegistrar(engine)
+    key = f"join-link-{sid}@2030-01-01T09:00:00Z"
+    first = registrar.bulk_register(BulkRegisterRequest(sid, idempotency_key=key))
+    again = registrar.bulk_register(BulkRegisterRequest(sid, idempotency_key=key))
+    assert (again.job_id, again.total) == (first.job_id, 12)
+    assert [job.id for job in _jobs(engine, sid)] == [first.job_id]
+    other_cycle = registrar.bulk_register(
+        BulkRegisterRequest(sid, idempotency_key=f"join-link-{sid}@2030-01-02T09:00:00Z")
+    )
+    assert other_cycle.job_id != first.job_id, "a new cycle is a new job"
+    assert _links(engine, sid) == 12
+
+
+def test_concurrent_calls_with_one_key_start_one_job(engine: Engine) -> None:
+    sid = create_session(engine, program_id=10)
+    add_registrations(engine, 10, 30)
+    registrar = EmbeddedRegistrar(engine)
+    key = f"join-link-{sid}@2030-01-01T09:00:00Z"
+    with ThreadPoolExecutor(6) as pool:
+        results = list(
+            pool.map(
+                lambda _: registrar.bulk_register(BulkRegisterRequest(sid, idempotency_key=key)),
+                range(6),
+            )
+        )
+    assert len({r.job_id for r in results}) == 1
+    assert len(_jobs(engine, sid)) == 1
+    assert _links(engine, sid) == 30
+
+
+def test_a_job_that_died_half_way_is_finished_by_the_next_call_with_its_key(
+    engine: Engine,
+) -> None:
+    sid = create_session(engine, program_id=10)
+    add_registrations(engine, 10, 9)
+    key = f"join-link-{sid}@2030-01-01T09:00:00Z"
+    with engine.begin() as conn:
+        conn.execute(
+            local_bulk_job.insert().values(
+                id="died", program_session_id=sid, batch_size=5, idempotency_key=key
+            )
+        )
+    result = EmbeddedRegistrar(engine).bulk_register(BulkRegisterRequest(sid, idempotency_key=key))
+    assert (result.job_id, result.total) == ("died", 9)
+    [job] = _jobs(engine, sid)
+    assert job.finished_at is not None
+    assert _links(engine, sid) == 9

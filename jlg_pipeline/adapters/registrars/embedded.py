@@ -3,13 +3,15 @@
 It stands where the online-session service would: every ACTIVE registration of the
 session's program (for the role, or every role when none is given) gets one join link,
 in batches, each batch its own transaction, with the unique index on
-(registration, session) absorbing repeats so a re-run creates nothing twice.
+(registration, session) absorbing repeats so a re-run creates nothing twice. A request
+carrying a cycle's idempotency key that an earlier job already took answers that job (and
+finishes it, if the earlier call died half-way) instead of starting another.
 """
 
 import secrets
 import uuid
 
-from sqlalchemy import Engine, and_, func, insert, literal, select, update
+from sqlalchemy import Engine, and_, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from jlg_pipeline.adapters.database import translate_errors
@@ -38,15 +40,31 @@ class EmbeddedRegistrar:
             ).scalar_one_or_none()
             if program_id is None:
                 raise RegistrarRejected(f"no program session {session_id} to register for")
-            conn.execute(
-                insert(local_bulk_job).values(
+            started = conn.execute(
+                pg_insert(local_bulk_job)
+                .values(
                     id=job_id,
                     program_session_id=session_id,
                     role=role,
                     batch_size=batch_size,
                     actor_user_id=actor,
+                    idempotency_key=request.idempotency_key,
                 )
-            )
+                .on_conflict_do_nothing(
+                    index_elements=["idempotency_key"],
+                    index_where=local_bulk_job.c.idempotency_key.is_not(None),
+                )
+                .returning(local_bulk_job.c.id)
+            ).scalar_one_or_none()
+            if started is None:
+                earlier = conn.execute(
+                    select(local_bulk_job).where(
+                        local_bulk_job.c.idempotency_key == request.idempotency_key
+                    )
+                ).one()
+                if earlier.finished_at is not None:
+                    return BulkRegisterResult(job_id=earlier.id, total=earlier.total, created=0)
+                job_id = earlier.id
 
         eligible = and_(
             local_registration.c.program_id == program_id,

@@ -33,6 +33,7 @@ for _library in ("httpx", "httpcore"):
     logging.getLogger(_library).setLevel(logging.WARNING)
 
 BULK_REGISTER_PATH = "/online-session/bulk-register"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 DEFAULT_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 64 * 1024
@@ -155,11 +156,17 @@ class HttpRegistrar:
             "batchSize": request.batch_size,
             "actorUserId": request.actor_user_id,
         }
+        # The cycle's key: a second call for the same cycle is absorbed by the service.
+        headers = {IDEMPOTENCY_HEADER: request.idempotency_key} if request.idempotency_key else {}
         watchdog = _Watchdog(self._timeout_s)
         started = time.monotonic()
         try:
             with self._client.stream(
-                "POST", BULK_REGISTER_PATH, json=body, extensions={"trace": watchdog.trace}
+                "POST",
+                BULK_REGISTER_PATH,
+                json=body,
+                headers=headers,
+                extensions={"trace": watchdog.trace},
             ) as response:
                 content = self._read_capped(response)
         except httpx.HTTPError as exc:
