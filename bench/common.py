@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, text
-from sqlalchemy.engine import make_url
 
-from jlg_pipeline.adapters.database import normalize_url
+from jlg_pipeline.adapters.database import instance_storage_url, normalize_url
 from jlg_pipeline.local.aws import LocalAws, connect_moto
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.postgres import create_database, drop_database
@@ -95,9 +94,7 @@ def dagster_env(
         **os.environ,
         "DAGSTER_HOME": str(home),
         "TMPDIR": str(home),
-        "DAGSTER_POSTGRES_URL": make_url(dagster_url)
-        .set(drivername="postgresql+psycopg2")
-        .render_as_string(hide_password=False),
+        "DAGSTER_POSTGRES_URL": instance_storage_url(dagster_url),
         "JLG_DATABASE_URL": app_url,
         **extra,
     }

@@ -5,9 +5,8 @@ from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 
-from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.database import create_engine, instance_storage_url
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.migrate import migrate
 from tests.support import postgres
@@ -59,10 +58,6 @@ def dagster_storage_url(pg_admin_url: str) -> Iterator[str]:
     name = postgres.new_database_name("jlg_dagster")
     url = postgres.create_database(pg_admin_url, name)
     try:
-        yield (
-            make_url(url)
-            .set(drivername="postgresql+psycopg2")
-            .render_as_string(hide_password=False)
-        )
+        yield instance_storage_url(url)
     finally:
         postgres.drop_database(pg_admin_url, name)

@@ -16,6 +16,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
 from jlg_pipeline import bootstrap
+from jlg_pipeline.adapters.database import REQUEST_BOUNDS
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
@@ -52,13 +53,16 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine = bootstrap.build_engine(settings.database_url, pool_timeout_s=POOL_TIMEOUT_S)
+        engine = bootstrap.build_engine(
+            settings.database_url, pool_timeout_s=POOL_TIMEOUT_S, bounds=REQUEST_BOUNDS
+        )
         # The fast path's own pool: it never takes a connection a request is waiting for.
         sync_engine = bootstrap.build_engine(
             settings.database_url,
             pool_size=FAST_PATH_WORKERS,
             max_overflow=0,
             pool_timeout_s=POOL_TIMEOUT_S,
+            bounds=REQUEST_BOUNDS,
         )
         sessions = bootstrap.build_program_session_service(
             settings,
@@ -68,6 +72,7 @@ def create_app(
         )
         after_response = AfterResponse()
         app.state.engine = engine
+        app.state.database_url = settings.database_url
         app.state.sessions = sessions
         app.state.after_response = after_response
         figures = metrics.watch_database(partial(read_metrics_snapshot, engine))

@@ -81,7 +81,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    await run_in_threadpool(ping, request.app.state.engine)
+    await run_in_threadpool(ping, request.app.state.database_url)
     return success({"status": "ready", "database": "ok"})
 
 

@@ -1,9 +1,14 @@
 """Engine creation and the translation of driver errors at the boundary."""
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import psycopg
 import sqlalchemy
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
@@ -11,12 +16,14 @@ from sqlalchemy.exc import (
     ArgumentError,
     DataError,
     DBAPIError,
+    DisconnectionError,
     IntegrityError,
     InterfaceError,
     OperationalError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from jlg_pipeline.adapters.socket_deadlines import DEADLINES
 from jlg_pipeline.domain.errors import ConfigError, DatabaseRefused, DatabaseUnavailable
 
 APP_DRIVER = "postgresql+psycopg"
@@ -40,33 +47,175 @@ def normalize_url(url: str) -> str:
 DEFAULT_POOL_TIMEOUT_S = 30.0
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """How long a database call may take before it fails (DatabaseUnavailable), whatever the
+    server does: a PostgreSQL that stops answering (a frozen host, a failover, a partition)
+    never holds a caller for longer. ``hold_s`` bounds the whole time a connection is checked
+    out of the pool (every statement and the commit of one transaction); None for callers
+    that run long statements on purpose (migrations)."""
+
+    connect_s: int = 2
+    """libpq's connect_timeout (2 s is its least): connecting and the server's greeting."""
+    ping_s: float = 1.5
+    """The check a pooled connection passes before it is handed out."""
+    hold_s: float | None = 30.0
+
+
+REQUEST_BOUNDS = Bounds(hold_s=4.0)
+"""The admin API's: with a connection's check and a reconnect, an answer (503 at worst)
+comes within 6 s."""
+TCP_KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    # Unacknowledged data (a host that went away) fails the connection after this long.
+    "tcp_user_timeout": 10_000,
+}
+"""libpq's TCP settings: an idle pooled connection to a host that died is found dead in
+about 11 s instead of TCP's 15 minutes."""
+
+
+INSTANCE_STORAGE_PARAMS: dict[str, str] = {
+    "connect_timeout": "5",
+    **{name: str(value) for name, value in TCP_KEEPALIVES.items()},
+}
+"""The same bounds for Dagster's own storage (dagster-postgres drives psycopg2, so they go
+into ``DAGSTER_POSTGRES_URL``'s query, or the chart's ``postgresql.postgresqlParams``): a
+connect, and a connection to a host that went away, fail within seconds. dagster-postgres has
+no deadline of its own for a server that answers nothing; run monitoring and the daemon's
+heartbeat cover that."""
+
+
+def instance_storage_url(url: str) -> str:
+    """``url`` as Dagster's instance storage takes it: psycopg2, with
+    :data:`INSTANCE_STORAGE_PARAMS` unless the URL sets them itself."""
+    parsed = make_url(url)
+    query = {**INSTANCE_STORAGE_PARAMS, **parsed.query}
+    return parsed.set(drivername="postgresql+psycopg2", query=query).render_as_string(
+        hide_password=False
+    )
+
+
 def create_engine(
     url: str,
     *,
     pool_size: int = 5,
     max_overflow: int = 5,
     pool_timeout_s: float = DEFAULT_POOL_TIMEOUT_S,
+    bounds: Bounds = Bounds(),
 ) -> Engine:
-    """An engine that checks connections before use, so a restarted PostgreSQL costs one
-    failed statement at most rather than a pool full of dead connections. Waiting longer
-    than ``pool_timeout_s`` for a pooled connection is DatabaseUnavailable (a 503)."""
+    """An engine whose every call is bounded (``bounds``), that checks a pooled connection
+    before handing it out (a restarted PostgreSQL costs one failed check, not a pool of dead
+    connections). Waiting longer than ``pool_timeout_s`` for a pooled connection is
+    DatabaseUnavailable (a 503)."""
     engine = sqlalchemy.create_engine(
         normalize_url(url),
-        pool_pre_ping=True,
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_timeout=pool_timeout_s,
         connect_args={
-            "connect_timeout": 10,
+            "connect_timeout": bounds.connect_s,
+            **TCP_KEEPALIVES,
             "application_name": "jlg-pipeline",
             "options": "-c timezone=UTC",
         },
     )
-    event.listen(engine, "connect", _session_in_utc)
+    breaker = _Breaker()
+    event.listen(engine, "do_connect", partial(_connect_unless_known_down, breaker))
+    event.listen(engine, "connect", partial(_connected, bounds))
+    event.listen(engine, "checkout", partial(_checked_out, bounds))
+    for released in ("checkin", "close", "close_detached", "detach", "invalidate"):
+        event.listen(engine, released, _released)
     return engine
 
 
-def _session_in_utc(dbapi_connection: Any, _record: Any) -> None:
+class _Breaker:
+    """Fails connections fast while the database is known to be down: after a failed
+    connect, for ``COOLDOWN_S``, a new connection is refused at once instead of
+    each caller waiting out its own timeout (so a burst of requests against a silent
+    database is answered 503 within the admin's bound, not queued behind one another). Then
+    one caller at a time probes, and the first success closes it."""
+
+    COOLDOWN_S = 1.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed_from = 0.0
+        """The monotonic time from which a connect may be tried."""
+
+    def try_connect(self, probe_s: float) -> bool:
+        """Whether a connect may go ahead now; while one probes, the others may not."""
+        with self._lock:
+            now = time.monotonic()
+            if now < self._closed_from:
+                return False
+            if self._closed_from:
+                self._closed_from = now + probe_s  # half-open: this caller probes
+            return True
+
+    def failed(self) -> None:
+        with self._lock:
+            self._closed_from = time.monotonic() + self.COOLDOWN_S
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._closed_from = 0.0
+
+
+def _connect_unless_known_down(
+    breaker: _Breaker, dialect: Any, _record: Any, cargs: Any, cparams: Any
+) -> Any:
+    if not breaker.try_connect(float(cparams.get("connect_timeout", 2)) + 1):
+        raise psycopg.OperationalError("the database failed moments ago; not tried again yet")
+    try:
+        connection = dialect.connect(*cargs, **cparams)
+    except Exception:
+        breaker.failed()
+        raise
+    breaker.succeeded()
+    return connection
+
+
+_FRESH = "jlg_fresh"
+_HOLD = "jlg_hold_deadline"
+
+
+def _fd(dbapi_connection: Any) -> int:
+    return int(dbapi_connection.pgconn.socket)
+
+
+def _connected(bounds: Bounds, dbapi_connection: Any, record: Any) -> None:
+    with DEADLINES.bounded(_fd(dbapi_connection), bounds.ping_s):
+        _session_in_utc(dbapi_connection)
+    record.info[_FRESH] = True
+
+
+def _checked_out(bounds: Bounds, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    """Check a pooled connection (a new one was checked by connecting), then bound its use.
+    A failed check is a DisconnectionError: the pool drops it and connects afresh."""
+    if not record.info.pop(_FRESH, False):
+        try:
+            with DEADLINES.bounded(_fd(dbapi_connection), bounds.ping_s):
+                dbapi_connection.execute("SELECT 1")
+                dbapi_connection.rollback()
+        except psycopg.Error as exc:
+            # Not the breaker's business: after a restart the old connections fail their
+            # check while a new one would connect at once.
+            raise DisconnectionError(f"pooled connection failed its check: {exc}") from exc
+    if bounds.hold_s is not None:
+        record.info[_HOLD] = DEADLINES.arm(_fd(dbapi_connection), bounds.hold_s)
+
+
+def _released(*args: Any) -> None:
+    """checkin, close, detach, invalidate: every event's record is its second argument."""
+    record = args[1]
+    if record is not None and (token := record.info.pop(_HOLD, None)) is not None:
+        DEADLINES.disarm(token)
+
+
+def _session_in_utc(dbapi_connection: Any) -> None:
     """Times come back in UTC whatever the server's or the client's time zone: a far-future
     time in a zone ahead of UTC would lie past year 9999 and fail to load. libpq sends the
     client's ``PGTZ`` as a startup parameter, which wins over ``options``, so the session's
@@ -102,7 +251,23 @@ def translate_errors(action: str) -> Iterator[None]:
         raise
 
 
-def ping(engine: Engine) -> None:
-    """Raises DatabaseUnavailable unless a trivial query answers."""
-    with translate_errors("checking readiness"), engine.connect() as conn:
-        conn.exec_driver_sql("SELECT 1")
+READY_DEADLINE_S = 2.5
+
+
+def ping(url: str, deadline_s: float = READY_DEADLINE_S) -> None:
+    """Raises DatabaseUnavailable unless a connection of its own (no pool to wait for, none
+    of the app's connections taken) answers ``SELECT 1`` within ``deadline_s``."""
+    started = time.monotonic()
+    conninfo = make_url(normalize_url(url)).set(drivername="postgresql")
+    try:
+        with psycopg.connect(
+            conninfo.render_as_string(hide_password=False),
+            connect_timeout=Bounds().connect_s,
+            autocommit=True,
+            **TCP_KEEPALIVES,
+        ) as conn:
+            left = max(deadline_s - (time.monotonic() - started), 0.1)
+            with DEADLINES.bounded(_fd(conn), left):
+                conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        raise DatabaseUnavailable(f"database unavailable while checking readiness: {exc}") from exc

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from jlg_pipeline.adapters.database import normalize_url
+from jlg_pipeline.adapters.database import instance_storage_url, normalize_url
 
 APP_DATABASE = "jlg"
 DAGSTER_DATABASE = "dagster"
@@ -96,8 +96,8 @@ def start(data_dir: Path, app_url: str | None, dagster_url: str | None) -> Local
     return LocalPostgres(
         app_url=app_url or base.set(database=APP_DATABASE).render_as_string(hide_password=False),
         dagster_url=dagster_url
-        or base.set(drivername="postgresql+psycopg2", database=DAGSTER_DATABASE).render_as_string(
-            hide_password=False
+        or instance_storage_url(
+            base.set(database=DAGSTER_DATABASE).render_as_string(hide_password=False)
         ),
         server=server,
     )

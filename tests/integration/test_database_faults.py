@@ -6,16 +6,21 @@ honouring the cycle's Idempotency-Key."""
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from dagster import DagsterInstance
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
-from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.database import Bounds, create_engine, ping, translate_errors
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.errors import DatabaseUnavailable
 from jlg_pipeline.domain.messages import cycle_id
 from jlg_pipeline.domain.models import (
     AttemptOutcome,
@@ -31,7 +36,10 @@ from testkit.fault_proxy import FaultProxy, Mode, proxied_database
 from testkit.online_session import OnlineSessionService, online_session_service
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.resources import database
+from tests.support.served import served_app
+from tests.support.web import admin_headers
 
+Request = tuple[str, str, dict[str, Any] | None]
 STALE_MS = 10_000
 """The completion write is retried for half of it (5 s)."""
 
@@ -139,3 +147,122 @@ def test_a_retry_of_the_run_resumes_its_own_claim_and_the_cycle_stays_one_job(
     assert attempt.attempt == 1, "the retry resumed attempt 1 instead of taking a new one"
     assert (attempt.outcome, attempt.job_id) == (AttemptOutcome.COMPLETED, service.jobs[key])
     assert attempt.run_id == result.run_id
+
+
+def test_a_silent_database_fails_each_call_within_its_bound_and_heals(
+    engine: Engine, proxied: tuple[FaultProxy, str]
+) -> None:
+    """A PostgreSQL that accepts and never answers: a call on a pooled connection, one on a
+    new connection and one caught mid-statement each fail (DatabaseUnavailable) within their
+    bounds, instead of waiting for the network to heal; then everything works again."""
+    proxy, url = proxied
+    sid = create_session(engine)
+    bounds = Bounds(hold_s=3.0)
+    faulty = create_engine(url, pool_size=1, max_overflow=1, pool_timeout_s=5, bounds=bounds)
+    repository = ProgramSessionRepository(faulty)
+    try:
+        assert repository.get_state(sid) is not None  # a pooled connection, known good
+        proxy.mode = Mode.SILENT
+        for _ in range(2):  # the pooled connection's check, then a new connection
+            started = time.monotonic()
+            with pytest.raises(DatabaseUnavailable):
+                repository.get_state(sid)
+            assert time.monotonic() - started < bounds.ping_s + bounds.connect_s + 1.0
+
+        proxy.mode = Mode.PASSING
+        healed = time.monotonic()
+        while not _answers(repository, sid):
+            assert time.monotonic() - healed < 3.0, "a connect is tried again within 1 s"
+            time.sleep(0.1)
+
+        def silence_soon() -> None:
+            time.sleep(0.5)
+            proxy.mode = Mode.SILENT
+
+        threading.Thread(target=silence_soon, daemon=True).start()
+        started = time.monotonic()
+        with (
+            pytest.raises(DatabaseUnavailable),
+            faulty.connect() as conn,
+            translate_errors("sleeping"),
+        ):
+            conn.execute(text("SELECT pg_sleep(30)"))
+        assert time.monotonic() - started < 3.0 + 1.0, "the hold bound cut the statement"
+        proxy.mode = Mode.PASSING
+        healed = time.monotonic()
+        while not _answers(repository, sid):
+            assert time.monotonic() - healed < 3.0
+            time.sleep(0.1)
+    finally:
+        faulty.dispose()
+
+
+def _answers(repository: ProgramSessionRepository, sid: int) -> bool:
+    try:
+        return repository.get_state(sid) is not None
+    except DatabaseUnavailable:
+        return False
+
+
+def test_readiness_on_its_own_connection_answers_within_its_deadline(
+    proxied: tuple[FaultProxy, str],
+) -> None:
+    proxy, url = proxied
+    ping(url)
+    proxy.mode = Mode.SILENT
+    started = time.monotonic()
+    with pytest.raises(DatabaseUnavailable):
+        ping(url)
+    assert time.monotonic() - started < 3.0
+    proxy.mode = Mode.REFUSING
+    with pytest.raises(DatabaseUnavailable):
+        ping(url)
+    proxy.mode = Mode.PASSING
+    ping(url)
+
+
+def test_the_served_api_answers_within_6_s_while_the_database_is_silent(
+    engine: Engine, proxied: tuple[FaultProxy, str], tmp_path: Path
+) -> None:
+    """Every admin answer within 6 s (503 allowed), /readyz 503 within 3 s, and all normal
+    within 10 s of the heal, under uvicorn as the image serves it."""
+    proxy, url = proxied
+    sids = [create_session(engine) for _ in range(3)]
+    with (
+        served_app(url, tmp_path / "web.log") as (base, _, _),
+        httpx.Client(base_url=base, timeout=30) as client,
+    ):
+        assert client.get(_path(sids[0]), headers=admin_headers()).status_code == 200
+        proxy.mode = Mode.SILENT
+
+        def timed(request: Request) -> tuple[str, int, float]:
+            method, path, body = request
+            started = time.monotonic()
+            response = client.request(method, path, headers=admin_headers(), json=body)
+            return path, response.status_code, time.monotonic() - started
+
+        later: dict[str, Any] = {"linkGenerationAt": "2031-01-01T09:00:00Z"}
+        reads: list[Request] = [("GET", _path(sid), None) for sid in sids]
+        writes: list[Request] = [("PATCH", _path(sid), later) for sid in sids]
+        ready: list[Request] = [("GET", "/readyz", None)]
+        requests = reads * 3 + writes + ready * 2
+        with ThreadPoolExecutor(len(requests)) as pool:
+            answers = list(pool.map(timed, requests))
+        for path, status, took in answers:
+            assert status in (200, 503), (path, status)
+            assert took < (3.0 if path == "/readyz" else 6.0), (path, status, took)
+        assert any(status == 503 for _, status, _ in answers)
+
+        proxy.mode = Mode.PASSING
+        healed = time.monotonic()
+        while True:
+            readiness = client.get("/readyz").status_code
+            read = client.get(_path(sids[0]), headers=admin_headers()).status_code
+            if (readiness, read) == (200, 200):
+                break
+            assert time.monotonic() - healed < 10.0, (readiness, read)
+            time.sleep(0.2)
+
+
+def _path(sid: int) -> str:
+    return f"/program-session/{sid}/link-generation"

@@ -168,8 +168,8 @@ def test_a_zombies_late_job_is_on_record_and_the_proof_catches_it(
     with engine.connect() as conn:
         doubles = conn.execute(
             text(
-                "SELECT program_session_id, link_generation_at, count(job_id) AS jobs"
-                " FROM jlg_generation_attempt GROUP BY 1, 2 HAVING count(job_id) > 1"
+                "SELECT program_session_id, link_generation_at, count(DISTINCT job_id) AS jobs"
+                " FROM jlg_generation_attempt GROUP BY 1, 2 HAVING count(DISTINCT job_id) > 1"
             )
         ).all()
     assert [(d.program_session_id, d.jobs) for d in doubles] == [(sid, 2)]

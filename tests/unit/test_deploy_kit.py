@@ -20,7 +20,9 @@ from dagster._config import validate_config
 from dagster._core.instance.config import dagster_instance_config
 from dagster_postgres import DagsterPostgresStorage
 from packaging.requirements import Requirement
+from sqlalchemy.engine import make_url
 
+from jlg_pipeline.adapters.database import INSTANCE_STORAGE_PARAMS, instance_storage_url
 from jlg_pipeline.config import Environment, Settings
 from web.server import command
 
@@ -417,3 +419,17 @@ def test_the_dagster_ui_is_reached_only_through_an_authenticating_proxy() -> Non
     assert annotations["nginx.ingress.kubernetes.io/auth-url"].startswith("https://")
     assert annotations["nginx.ingress.kubernetes.io/auth-signin"].startswith("https://")
     assert ingress["dagsterWebserver"]["tls"]["enabled"] is True
+
+
+def test_dagsters_storage_is_bounded_as_the_applications_is() -> None:
+    """dagster-postgres takes libpq's bounds from its URL: the chart's params and the URL
+    .env.example documents carry INSTANCE_STORAGE_PARAMS."""
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    assert INSTANCE_STORAGE_PARAMS.items() <= values["postgresql"]["postgresqlParams"].items()
+    [documented] = [
+        line.split("=", 1)[1]
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if line.startswith("DAGSTER_POSTGRES_URL=")
+    ]
+    assert INSTANCE_STORAGE_PARAMS.items() <= dict(make_url(documented).query).items()
+    assert instance_storage_url(documented) == documented
