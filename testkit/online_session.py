@@ -91,6 +91,7 @@ def _handler(service: OnlineSessionService) -> type[BaseHTTPRequestHandler]:
                 "headers": dict(self.headers.items()),
                 "json": payload,
                 "client_port": self.client_address[1],
+                "at": time.monotonic(),
             }
             call, answer = service._take(request, session_id)
             body = answer.body

@@ -9,6 +9,8 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.database import create_engine, instance_storage_url
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.migrate import migrate
+from testkit.fault_proxy import FaultProxy, proxied_database
+from testkit.online_session import OnlineSessionService, online_session_service
 from tests.support import postgres
 
 
@@ -61,3 +63,20 @@ def dagster_storage_url(pg_admin_url: str) -> Iterator[str]:
         yield instance_storage_url(url)
     finally:
         postgres.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def online_session() -> Iterator[OnlineSessionService]:
+    """The online-session stand-in on a local HTTP server, honouring Idempotency-Key."""
+    with online_session_service() as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+def proxied_db(db_url: str) -> Iterator[tuple[FaultProxy, str]]:
+    """The test's database behind a relay that can fail over or go silent, and its URL."""
+    proxy, url = proxied_database(db_url)
+    try:
+        yield proxy, url
+    finally:
+        proxy.close()

@@ -29,7 +29,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import tempfile
 import threading
@@ -59,10 +58,10 @@ from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.processes import run_worker_pids
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
+from testkit.fault_proxy import FaultProxy, Mode
 
 ON_TIME = timedelta(minutes=2)
 # Each fault starts once the one before has been recovered from (the watchdog's 75 s grace
@@ -72,50 +71,6 @@ DAEMON_KILL, DAEMON_DOWN_S = 390.0, 30.0
 PG_RESTART = 570.0
 WORKER_KILL = 660.0
 AFTER_S = 60.0
-
-
-class FaultBox:
-    """A TCP relay to ``target``; while ``silent`` it accepts and never answers."""
-
-    def __init__(self, target_port: int) -> None:
-        self.silent = False
-        self._target = target_port
-        self._listener = socket.create_server(("127.0.0.1", free_port()))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        upstream = None if self.silent else socket.create_connection(("127.0.0.1", self._target))
-        try:
-            if upstream is None:
-                while client.recv(65536):  # held until the caller gives up
-                    pass
-                return
-            back = threading.Thread(target=self._pipe, args=(upstream, client), daemon=True)
-            back.start()
-            self._pipe(client, upstream)
-            back.join(timeout=60)
-        finally:
-            for sock in (client, upstream):
-                if sock is not None:
-                    with contextlib.suppress(OSError):
-                        sock.close()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                if self.silent:
-                    continue  # swallowed: the caller waits for an answer that never comes
-                sink.sendall(data)
-            sink.shutdown(socket.SHUT_WR)
 
 
 @dataclass
@@ -160,16 +115,17 @@ def run(
         engine = create_engine(url)
         add_registrants(engine, 25)
         ids = add_sessions(engine, sessions, due=False)
-        box = FaultBox(int(aws.endpoint_url.rsplit(":", 1)[1]))
+        box = FaultProxy(int(aws.endpoint_url.rsplit(":", 1)[1]))
+        box_url = f"http://127.0.0.1:{box.port}"
         env = dagster_env(
             home,
             dagster_url,
             url,
             **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
-            AWS_ENDPOINT_URL=box.url,
+            AWS_ENDPOINT_URL=box_url,
             JLG_REGISTRAR="local",
             **JWT_ENV,
-            JLG_SQS_QUEUE_URL=aws.queue_url.replace(aws.endpoint_url, box.url),
+            JLG_SQS_QUEUE_URL=aws.queue_url.replace(aws.endpoint_url, box_url),
             ENABLE_JOIN_LINK_SCHEDULER="true",
             ENABLE_JOIN_LINK_FALLBACK_CRON="true",
             AWS_SCHEDULER_TARGET_QUEUE_ARN=aws.queue_arn,
@@ -201,10 +157,10 @@ def run(
         def faults() -> None:
             nonlocal pgid
             stop.wait(SILENT[0])
-            box.silent = True
+            box.mode = Mode.SILENT
             record.events.append(f"{now():.0f} s: AWS silent")
             stop.wait(SILENT[1] - now())
-            box.silent = False
+            box.mode = Mode.PASSING
             record.events.append(f"{now():.0f} s: AWS answers again")
             stop.wait(DAEMON_KILL - now())
             in_flight = len(run_worker_pids())

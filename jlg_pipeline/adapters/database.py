@@ -20,6 +20,7 @@ from sqlalchemy.exc import (
     IntegrityError,
     InterfaceError,
     OperationalError,
+    PendingRollbackError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -238,6 +239,10 @@ def translate_errors(action: str) -> Iterator[None]:
         yield
     except PoolTimeout as exc:
         raise DatabaseUnavailable(f"no database connection free while {action}") from exc
+    except (DisconnectionError, PendingRollbackError, psycopg.OperationalError) as exc:
+        # What a pool gives up with after its connections kept failing their check, or a
+        # driver error raised outside a statement (a reconnect): the database, not us.
+        raise DatabaseUnavailable(f"database connection lost while {action}: {exc}") from exc
     except (OperationalError, InterfaceError) as exc:
         raise DatabaseUnavailable(f"database unavailable while {action}: {exc.orig}") from exc
     except (DataError, IntegrityError) as exc:

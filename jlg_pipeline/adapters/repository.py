@@ -13,6 +13,7 @@ from sqlalchemy import (
     CTE,
     ColumnElement,
     Engine,
+    Float,
     Integer,
     Interval,
     Row,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    cast,
     func,
     insert,
     literal,
@@ -34,6 +36,7 @@ from sqlalchemy import (
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor, read_changes
 from jlg_pipeline.adapters.schedule_outbox import record_change
+from jlg_pipeline.adapters.service_gate import ServiceGate
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import link_generation_change as changes
 from jlg_pipeline.adapters.tables import program_session as ps
@@ -50,6 +53,7 @@ from jlg_pipeline.domain.models import (
     SetResult,
     Trigger,
 )
+from jlg_pipeline.domain.retries import RETRY_BUDGET_S
 from jlg_pipeline.domain.status import CLAIMABLE_STATUSES, LinkGenerationStatus
 
 S = LinkGenerationStatus
@@ -72,6 +76,16 @@ def _close_open_attempt(changed: CTE, name: str) -> CTE:
         .cte(name)
     )
     return closed
+
+
+def _claim(row: Any) -> Claim:
+    return Claim(
+        session_id=row.id,
+        program_id=row.program_id,
+        attempt=row.link_generation_attempt,
+        link_generation_at=row.link_generation_at,
+        claimed_at=row.claimed_at,
+    )
 
 
 def _due_session(row: Any) -> DueSession:
@@ -152,8 +166,24 @@ class ProgramSessionRepository:
             link_generation_job_id=bindparam("job_id"),
             link_generation_last_error=None,
         )
+        retry_in_s = cast(bindparam("retry_in_s"), Float)
         self._fail_statement = self._mark_statement(
-            S.FAILED, {"error": bindparam("error")}, link_generation_last_error=bindparam("error")
+            S.FAILED,
+            {"error": bindparam("error")},
+            link_generation_last_error=bindparam("error"),
+            # A retryable failure is tried again by the watchdog after its wait, while its
+            # cycle is within the budget; past it (or not retryable), NULL: the sweep's.
+            link_generation_retry_at=case(
+                (
+                    and_(
+                        retry_in_s.is_not(None),
+                        func.now() + func.make_interval(0, 0, 0, 0, 0, 0, retry_in_s)
+                        < ps.c.link_generation_at + _ms(RETRY_BUDGET_S * 1000),
+                    ),
+                    func.now() + func.make_interval(0, 0, 0, 0, 0, 0, retry_in_s),
+                ),
+                else_=None,
+            ),
         )
         self._set_statements = {
             (record, future): self._set_statement(record, future)
@@ -375,15 +405,11 @@ class ProgramSessionRepository:
         }
         with translate_errors("claiming a session"), self._engine.begin() as conn:
             row = conn.exec_driver_sql(self._claim_sql, parameters).one_or_none()
-        if row is None:
-            return None
-        return Claim(
-            session_id=row.id,
-            program_id=row.program_id,
-            attempt=row.link_generation_attempt,
-            link_generation_at=row.link_generation_at,
-            claimed_at=row.claimed_at,
-        )
+        return None if row is None else _claim(row)
+
+    def service_gate(self) -> ServiceGate:
+        """The pauses external services asked for, in this database."""
+        return ServiceGate(self._engine)
 
     def resume(self, session_id: int, run_id: str) -> Claim | None:
         """The claim this run already holds on the session, its lease renewed: the session is
@@ -413,15 +439,7 @@ class ProgramSessionRepository:
         )
         with translate_errors("resuming a claim"), self._engine.begin() as conn:
             row = conn.execute(resumed).one_or_none()
-        if row is None:
-            return None
-        return Claim(
-            session_id=row.id,
-            program_id=row.program_id,
-            attempt=row.link_generation_attempt,
-            link_generation_at=row.link_generation_at,
-            claimed_at=row.claimed_at,
-        )
+        return None if row is None else _claim(row)
 
     def _mark_statement(self, status: S, recorded: dict[str, Any], **values: Any) -> Select[Any]:
         """The fenced mark, and the attempt's record closed by the same statement: with the
@@ -485,14 +503,17 @@ class ProgramSessionRepository:
             total=total,
         )
 
-    def mark_failed(self, claim: Claim, error: str) -> bool:
-        """FAILED with the error kept, for the attempt holding the claim. False when fenced
-        out (see :meth:`mark_completed`)."""
+    def mark_failed(self, claim: Claim, error: str, retry_in_s: float | None = None) -> bool:
+        """FAILED with the error kept, for the attempt holding the claim; with ``retry_in_s``
+        (a retryable failure) the watchdog tries it again that many seconds from now, if
+        that is within the cycle's budget (``RETRY_BUDGET_S`` after its time). False when
+        fenced out (see :meth:`mark_completed`)."""
         return self._mark(
             self._fail_statement,
             claim,
             "marking a session FAILED",
             error=error[:MAX_LAST_ERROR_CHARS],
+            retry_in_s=retry_in_s,
         )
 
     def _fallback_candidates(self) -> ColumnElement[bool]:
@@ -569,16 +590,19 @@ class ProgramSessionRepository:
     def find_unattended(self, limit: int) -> Sequence[DueSession]:
         """The watchdog's candidates: due sessions no live attempt holds, whatever became of
         their event. SCHEDULED with a time more than the watchdog's grace ago (never claimed
-        this cycle), or IN_PROGRESS gone stale; not deleted; oldest first, at most ``limit``;
-        each with the admin of its newest intent change. FAILED sessions are left to their
-        run's retries and the sweep (the watchdog never hammers a failing service)."""
-        statement = (
-            select(
-                ps.c.id,
-                ps.c.link_generation_at,
-                ps.c.link_generation_status,
-                newest_actor(ps.c.id).label("actor_user_id"),
-            )
+        this cycle), IN_PROGRESS gone stale, or FAILED retryably with its wait over (a
+        non-retryable failure is the sweep's and a person's); not deleted; oldest first, at
+        most ``limit``; each with the admin of its newest intent change. Each tier is read
+        through its own partial index."""
+        limit = validation.positive_limit(limit)
+        columns = [
+            ps.c.id,
+            ps.c.link_generation_at,
+            ps.c.link_generation_status,
+            newest_actor(ps.c.id).label("actor_user_id"),
+        ]
+        fresh = (
+            select(*columns)
             .where(
                 # The predicates of ix_psession_link_gen_fresh, so the planner can use it.
                 ps.c.deleted_at.is_(None),
@@ -587,8 +611,22 @@ class ProgramSessionRepository:
                 or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
             )
             .order_by(ps.c.link_generation_at, ps.c.id)
-            .limit(validation.positive_limit(limit))
+            .limit(limit)
         )
+        retrying = (
+            select(*columns)
+            .where(
+                # ix_psession_link_gen_retry's predicates.
+                ps.c.deleted_at.is_(None),
+                ps.c.link_generation_status == S.FAILED.value,
+                ps.c.link_generation_retry_at.is_not(None),
+                ps.c.link_generation_retry_at <= func.now(),
+            )
+            .order_by(ps.c.link_generation_retry_at, ps.c.id)
+            .limit(limit)
+        )
+        both = union_all(fresh, retrying).subquery()
+        statement = select(both).order_by(both.c.link_generation_at, both.c.id).limit(limit)
         with translate_errors("finding unattended sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [_due_session(r) for r in rows]

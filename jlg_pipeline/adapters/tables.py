@@ -62,6 +62,8 @@ program_session = Table(
     Column("link_generation_attempt", Integer, nullable=False, server_default="0"),
     Column("link_generation_last_error", Text, nullable=True),
     Column("link_generation_job_id", String(255), nullable=True),
+    # Migration 0008: when a retryable failure is tried again (NULL: not by the watchdog).
+    Column("link_generation_retry_at", DateTime(timezone=True), nullable=True),
     CheckConstraint(
         f"link_generation_status IN ({STATUS_VALUES})", name="ck_psession_link_gen_status"
     ),
@@ -85,6 +87,15 @@ program_session = Table(
         "link_generation_at",
         "id",
         postgresql_where=text("deleted_at IS NULL AND link_generation_status = 'FAILED'"),
+    ),
+    Index(
+        "ix_psession_link_gen_retry",
+        "link_generation_retry_at",
+        "id",
+        postgresql_where=text(
+            "deleted_at IS NULL AND link_generation_status = 'FAILED' "
+            "AND link_generation_retry_at IS NOT NULL"
+        ),
     ),
 )
 
@@ -259,3 +270,13 @@ link_generation_change = Table(
     Column("previous_link_generation_at", DateTime(timezone=True), nullable=True),
     Index("ix_link_generation_change_session", "program_session_id", "id"),
 )
+
+
+service_gate = Table(
+    "jlg_service_gate",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("paused_until", DateTime(timezone=True), nullable=False),
+    Column("reason", Text, nullable=True),
+)
+"""Migration 0008: a pause an external service asked for (Retry-After), seen by every run."""

@@ -86,6 +86,7 @@ class GenerationFailed(JlgError):
         retryable: bool,
         retry_after_s: float | None = None,
         cycle: datetime | None = None,
+        retry_in_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.session_id = session_id
@@ -94,6 +95,10 @@ class GenerationFailed(JlgError):
         self.retry_after_s = retry_after_s
         self.cycle = cycle
         """The ``link_generation_at`` the failed claim generated for."""
+        self.retry_in_s = retry_in_s
+        """Set when the session was left FAILED for the watchdog to try again after this
+        wait (a run never waits for it itself); None when the run's own retry is what
+        finishes it (a result it could not record)."""
 
 
 class RetryableGenerationFailed(GenerationFailed):

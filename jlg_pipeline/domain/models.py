@@ -209,3 +209,6 @@ class SessionResult:
     lag_seconds: float | None = None
     retryable: bool | None = None
     """For a failure: whether retrying soon may help."""
+    retry_in_s: float | None = None
+    """For a retryable failure left to the watchdog: the wait before it tries again (None
+    when the run's own retry finishes it)."""

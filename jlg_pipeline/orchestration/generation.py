@@ -15,7 +15,6 @@ from dagster import (
     Output,
     ResourceParam,
     RetryPolicy,
-    RetryRequested,
     in_process_executor,
     job,
     op,
@@ -53,8 +52,6 @@ from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.sweep import generate_each, summarize
 
 RETRY_DELAY_SECONDS = 10.0
-# The longest Retry-After honoured: the run waits in its process, holding a run slot.
-MAX_RETRY_AFTER_SECONDS = 300.0
 
 
 def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
@@ -95,22 +92,25 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         except GenerationFailed as exc:
             # A retry that then succeeds replaces it: the tag says how the run ended.
             tag_outcome(context, FAILED_OUTCOME, session_id, exc.cycle)
-            if exc.retryable and exc.retry_after_s is not None:
-                # The service said when to come back (429/503 Retry-After): wait that long,
-                # bounded, within the same retry budget as the RetryPolicy.
-                raise RetryRequested(
-                    max_retries=MAX_RETRY_ATTEMPTS,
-                    seconds_to_wait=min(exc.retry_after_s, MAX_RETRY_AFTER_SECONDS),
-                ) from exc
-            # Only the retryable ones go round again; the row already says FAILED.
+            deferred = exc.retry_in_s is not None
+            next_step = (
+                f"retryable: the watchdog tries it again in {exc.retry_in_s:g} s"
+                if deferred
+                else "retrying in this run"
+                if exc.retryable
+                else "not retryable: the sweep re-attempts it, or a person re-arms it"
+            )
+            # The run waits for nothing: a session the watchdog comes back for frees the
+            # run's slot now; only a result this run could not record is retried here.
             raise Failure(
-                str(exc),
+                f"{exc} ({next_step})",
                 metadata={
                     "session_id": exc.session_id,
                     "attempt": exc.attempt,
                     "retryable": exc.retryable,
+                    "retry_in_s": exc.retry_in_s,
                 },
-                allow_retries=exc.retryable,
+                allow_retries=exc.retryable and not deferred,
             ) from exc
         tag_outcome(context, outcome.result.value, session_id, outcome.cycle)
         return Output(None, metadata=outcome_metadata(outcome))
@@ -166,7 +166,9 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         )
         results = {s.session_id: s for s in report.sessions}
         for retry in range(MAX_RETRY_ATTEMPTS):
-            again = [s.session_id for s in results.values() if s.retryable]
+            # Only a result this run could not record is retried here (resuming its claim);
+            # a session the watchdog comes back for never holds the run.
+            again = [s.session_id for s in results.values() if s.retryable and s.retry_in_s is None]
             if not again:
                 break
             time.sleep(retry_delay_seconds * 2**retry)

@@ -7,7 +7,7 @@ stale IN_PROGRESS ones, and launches shared runs for them (trigger ``watchdog``,
 ``recovery``, no per-session tag, so nothing stuck on the real-time path can hold them in the
 queue). Each session still goes through its own claim: the watchdog racing a late event
 costs a skipped claim, never a second generation. The TRD's 30-minute grace stays the
-sweep's, which also re-attempts FAILED sessions."""
+sweep's, which also re-attempts FAILED sessions, the non-retryable ones included."""
 
 import json
 import time
@@ -26,6 +26,7 @@ from dagster import (
 
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
+from jlg_pipeline.domain.retries import ONLINE_SESSION_GATE
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.tags import Lane
@@ -77,7 +78,15 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")
         now = time.time()
         launched = decode_launched(context.cursor, now)
-        due = database.repository().find_unattended(WATCHDOG_BATCH)
+        repository = database.repository()
+        paused = repository.service_gate().paused_until(ONLINE_SESSION_GATE)
+        if paused is not None:
+            return SensorResult(
+                skip_reason=f"the online-session service asked for a pause until "
+                f"{paused.isoformat()}: nothing is launched before",
+                cursor=json.dumps(launched),
+            )
+        due = repository.find_unattended(WATCHDOG_BATCH)
         fresh = [s for s in due if s.id not in launched]
         if not fresh:
             waiting = f" ({len(due)} launched lately, not yet claimed)" if due else ""

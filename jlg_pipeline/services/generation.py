@@ -18,6 +18,7 @@ from typing import Any
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_gate import ServiceGate
 from jlg_pipeline.domain.errors import (
     DatabaseUnavailable,
     GenerationFailed,
@@ -37,6 +38,12 @@ from jlg_pipeline.domain.models import (
     GenerationResult,
     LinkGenerationState,
     Trigger,
+)
+from jlg_pipeline.domain.retries import (
+    ONLINE_SESSION_GATE,
+    PROBE_S,
+    GateState,
+    retry_wait_s,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import log_event
@@ -74,11 +81,24 @@ def generate_for_session(
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
+    gate = repository.service_gate()
+    verdict = gate.check(ONLINE_SESSION_GATE, PROBE_S)
+    if verdict.state is GateState.CLOSED:
+        # Nothing claimed, nothing called: the watchdog comes back for it once the pause
+        # is over (a SCHEDULED session, or a FAILED one whose wait is over).
+        until = verdict.until.isoformat() if verdict.until else "later"
+        reason = f"the online-session service asked for a pause until {until}"
+        log_event(logger, logging.INFO, "generation.paused", **fields, reason=reason)
+        return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
+    probing = verdict.state is GateState.PROBE
+
     claim = repository.claim(session_id, trigger, run_id)
     resumed = claim is None and run_id is not None
     if resumed:
         claim = repository.resume(session_id, str(run_id))
     if claim is None:
+        if probing:
+            gate.release_probe(ONLINE_SESSION_GATE)
         reason = skip_reason(repository.get_state(session_id))
         log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
         return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
@@ -98,7 +118,10 @@ def generate_for_session(
         try:
             result = registrar.bulk_register(request)
         except Exception as exc:  # every failure must leave the row FAILED, whatever it is
+            _tell_the_gate(gate, exc, probing)
             raise _failed(repository, claim, trigger, exc) from exc
+        if probing:
+            gate.reopen(ONLINE_SESSION_GATE)
         landed = _record_completion(repository, claim, trigger, result)
 
     outcome = GenerationOutcome(
@@ -187,14 +210,26 @@ def _record_completion(
             delay = min(delay * 2, COMPLETION_RETRY_MAX_S)
 
 
+def _tell_the_gate(gate: ServiceGate, exc: Exception, probing: bool) -> None:
+    """A ``Retry-After`` pauses every caller for that long; a probe that failed otherwise
+    lets the next caller try."""
+    if isinstance(exc, RegistrarUnavailable) and exc.retry_after_s is not None:
+        gate.pause(ONLINE_SESSION_GATE, retry_wait_s(exc.retry_after_s, 1), str(exc))
+    elif probing:
+        gate.release_probe(ONLINE_SESSION_GATE)
+
+
 def _failed(
     repository: ProgramSessionRepository, claim: Claim, trigger: Trigger, exc: Exception
 ) -> GenerationFailed:
-    """Mark the claim FAILED (fenced), log, and build the error the trigger sees."""
+    """Mark the claim FAILED (fenced), log, and build the error the trigger sees. A
+    retryable failure is left for the watchdog to try again after its wait: no run waits."""
     retryable = is_retryable(exc)
     message = f"{type(exc).__name__}: {exc}"
+    retry_after_s = exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None
+    retry_in_s = retry_wait_s(retry_after_s, claim.attempt) if retryable else None
     try:
-        marked = repository.mark_failed(claim, message)
+        marked = repository.mark_failed(claim, message, retry_in_s)
     except DatabaseUnavailable as db_exc:
         # The row stays IN_PROGRESS; once stale, the sweep (or a retry) reclaims it.
         log_event(
@@ -205,7 +240,7 @@ def _failed(
             attempt=claim.attempt,
             error=str(db_exc),
         )
-        marked, retryable = False, True
+        marked, retryable, retry_in_s = False, True, None
     log_event(
         logger,
         logging.ERROR,
@@ -216,6 +251,7 @@ def _failed(
         attempt=claim.attempt,
         trigger=trigger.value,
         retryable=retryable,
+        retry_in_s=retry_in_s,
         fenced_out=not marked,
         error=message,
     )
@@ -225,8 +261,9 @@ def _failed(
         session_id=claim.session_id,
         attempt=claim.attempt,
         retryable=retryable,
-        retry_after_s=exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None,
+        retry_after_s=retry_after_s,
         cycle=claim.link_generation_at,
+        retry_in_s=retry_in_s,
     )
 
 

@@ -125,7 +125,7 @@ def _generate_one(session_id: int, generate: Generate) -> SessionResult:
         outcome = generate(session_id)
     except GenerationFailed as exc:
         # generate_for_session logged it with context.
-        return SessionResult(session_id, FAILED, retryable=exc.retryable)
+        return SessionResult(session_id, FAILED, retryable=exc.retryable, retry_in_s=exc.retry_in_s)
     except Exception as exc:  # noqa: BLE001 - one broken session must not stop the rest
         log_event(
             logger,

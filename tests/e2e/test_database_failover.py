@@ -6,7 +6,7 @@ claim, the session stayed IN_PROGRESS until stale and the watchdog called again)
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -16,8 +16,8 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.messages import build_message, cycle_id
 from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from testkit.fault_proxy import FaultProxy, Mode, proxied_database
-from testkit.online_session import OnlineSessionService, online_session_service
+from testkit.fault_proxy import FaultProxy, Mode
+from testkit.online_session import OnlineSessionService
 from tests.e2e.conftest import Stack
 from tests.support.factories import create_session, force_state
 
@@ -28,32 +28,17 @@ STALE_MS = 20_000
 """The completion write is retried for half of it (10 s), longer than the fault."""
 
 
-@pytest.fixture
-def service() -> Iterator[OnlineSessionService]:
-    with online_session_service() as stand_in:
-        yield stand_in
-
-
-@pytest.fixture
-def proxied(db_url: str) -> Iterator[tuple[FaultProxy, str]]:
-    proxy, url = proxied_database(db_url)
-    try:
-        yield proxy, url
-    finally:
-        proxy.close()
-
-
 def test_a_failover_after_bulk_register_answered_costs_no_second_call(
     engine: Engine,
     start_stack: Callable[..., Stack],
-    proxied: tuple[FaultProxy, str],
-    service: OnlineSessionService,
+    proxied_db: tuple[FaultProxy, str],
+    online_session: OnlineSessionService,
 ) -> None:
-    proxy, url = proxied
+    proxy, url = proxied_db
     stack = start_stack(
         JLG_DATABASE_URL=url,
         JLG_REGISTRAR="http",
-        JLG_ONLINE_SESSION_URL=service.url,
+        JLG_ONLINE_SESSION_URL=online_session.url,
         JLG_ONLINE_SESSION_TOKEN="svc-token-e2e",
         JLG_TEST_STALE_MS=str(STALE_MS),
     )
@@ -62,7 +47,7 @@ def test_a_failover_after_bulk_register_answered_costs_no_second_call(
 
     def fail_over_once_answered() -> None:
         deadline = time.monotonic() + 120
-        while service.calls_for(sid) == 0 and time.monotonic() < deadline:
+        while online_session.calls_for(sid) == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         proxy.mode = Mode.SILENT
         time.sleep(SILENT_S)
@@ -74,12 +59,13 @@ def test_a_failover_after_bulk_register_answered_costs_no_second_call(
     faults.start()
     stack.send(build_message(sid, None))
 
-    row = stack.wait_for(sid, "COMPLETED", timeout=150)
+    row = stack.wait_for(sid, "COMPLETED", timeout=90)
     faults.join(timeout=30)
 
     key = cycle_id(sid, row["link_generation_at"])
-    assert service.calls_for(sid) == 1, "one bulkRegister call for the cycle"
-    assert [c["headers"].get("Idempotency-Key") for c in service.received] == [key]
-    assert service.jobs == {key: row["link_generation_job_id"]}
+    history = ProgramSessionRepository(engine).attempts(sid)
+    assert online_session.calls_for(sid) == 1, (history, stack.log_tail())
+    assert [c["headers"].get("Idempotency-Key") for c in online_session.received] == [key]
+    assert online_session.jobs == {key: row["link_generation_job_id"]}
     [attempt] = ProgramSessionRepository(engine).attempts(sid)
-    assert (attempt.outcome, attempt.job_id) == (AttemptOutcome.COMPLETED, service.jobs[key])
+    assert (attempt.outcome, attempt.job_id) == (AttemptOutcome.COMPLETED, online_session.jobs[key])

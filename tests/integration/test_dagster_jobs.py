@@ -6,16 +6,19 @@ from typing import Any
 
 import pytest
 from dagster import DagsterInstance, JobDefinition
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
-from jlg_pipeline.orchestration.generation import build_generation_job
+from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
+from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
 from testkit.online_session import Answer, online_session_service
-from tests.support.factories import create_session, force_state, session_row
+from tests.support.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
 
@@ -95,20 +98,48 @@ def test_lost_claim_succeeds_with_the_reason(engine: Engine, db_url: str) -> Non
     assert fake.calls == []
 
 
-def test_retryable_failure_retries_then_leaves_failed(engine: Engine, db_url: str) -> None:
+def _retry_in(engine: Engine, sid: int) -> float | None:
+    """Seconds from now until the watchdog may try the session again (None: never)."""
+    with engine.connect() as conn:
+        seconds = conn.execute(
+            text(
+                "SELECT extract(epoch FROM link_generation_retry_at - now())"
+                " FROM hdb_program_session WHERE id = :sid"
+            ),
+            {"sid": sid},
+        ).scalar_one()
+    return None if seconds is None else float(seconds)
+
+
+def test_a_retryable_failure_ends_the_run_and_leaves_the_session_for_the_watchdog(
+    engine: Engine, db_url: str
+) -> None:
+    """No run waits on a failing service (its slot is free at once): the session is FAILED
+    with the time the watchdog tries it again, and the run's failure says so."""
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     fake = RecordingRegistrar(error=RegistrarUnavailable("upstream 503"))
+    started = time.monotonic()
     result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid))
     assert not result.success
-    assert len(fake.calls) == 1 + 5, "one try and MAX_RETRY_ATTEMPTS retries"
+    assert time.monotonic() - started < 10, "no retry waits in the run"
+    assert len(fake.calls) == 1
     row = session_row(engine, sid)
     assert row["link_generation_status"] == S.FAILED.value
-    assert row["link_generation_attempt"] == 6
     assert "upstream 503" in row["link_generation_last_error"]
+    retry_in = _retry_in(engine, sid)
+    assert retry_in is not None
+    assert 5 < retry_in <= 10, "the first backoff"
+    failure = result.failure_data_for_node("generate_join_links")
+    assert failure is not None
+    assert "the watchdog tries it again in 10 s" in failure.error.message
+    repository = ProgramSessionRepository(engine)
+    assert sid not in {s.id for s in repository.find_unattended(10)}, "not before its wait"
+    end_retry_wait(engine, sid)
+    assert sid in {s.id for s in repository.find_unattended(10)}
 
 
-def test_retry_recovers_when_the_registrar_comes_back(engine: Engine, db_url: str) -> None:
+def test_the_watchdog_completes_it_once_the_service_is_back(engine: Engine, db_url: str) -> None:
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
 
@@ -118,10 +149,33 @@ def test_retry_recovers_when_the_registrar_comes_back(engine: Engine, db_url: st
             return super().bulk_register(request)
 
     fake = FlakyOnce()
-    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid))
-    assert result.success
+    assert not _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid)).success
+    end_retry_wait(engine, sid)
+    [due] = ProgramSessionRepository(engine).find_unattended(10)
+    shared = build_shared_generation_job().execute_in_process(
+        run_config=shared_run_request(
+            [BulkRegisterRequest(due.id)], Trigger.WATCHDOG, "recovery"
+        ).run_config,
+        resources={"database": database(db_url), "registrar": fake},
+        instance=DagsterInstance.ephemeral(),
+    )
+    assert shared.success
     assert len(fake.calls) == 2
-    assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+    row = session_row(engine, sid)
+    assert row["link_generation_status"] == S.COMPLETED.value
+    assert {c.idempotency_key for c in fake.calls} == {
+        f"join-link-{sid}@{row['link_generation_at']:%Y-%m-%dT%H:%M:%SZ}"
+    }
+
+
+def test_a_failure_past_the_cycles_budget_is_left_to_the_sweep(engine: Engine, db_url: str) -> None:
+    """The watchdog retries a cycle for RETRY_BUDGET_S (24 h) after its time, then stops."""
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(hours=-24, seconds=5))
+    fake = RecordingRegistrar(error=RegistrarUnavailable("upstream 503"))
+    assert not _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid)).success
+    assert session_row(engine, sid)["link_generation_status"] == S.FAILED.value
+    assert _retry_in(engine, sid) is None
 
 
 def test_non_retryable_failure_fails_at_once(engine: Engine, db_url: str) -> None:
@@ -257,21 +311,44 @@ def _http_run(db_url: str, url: str, sid: int, timeout_s: float = 5.0) -> Any:
         registrar.close()
 
 
-def test_429_and_408_are_retried_within_the_run(engine: Engine, db_url: str) -> None:
-    sid = create_session(engine)
+def test_a_retry_after_pauses_every_caller_for_that_long(engine: Engine, db_url: str) -> None:
+    """A 429 with Retry-After: the session waits that long, and so does every other one:
+    the next run does not call the service until the pause is over, then one run probes."""
+    sid, other = create_session(engine), create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
+    force_state(engine, other, S.SCHEDULED)
     with online_session_service() as service:
-        service.queue = [
-            Answer(status=429, body=b"{}", headers={"Retry-After": "1"}),
-            Answer(status=408, body=b"{}"),
-        ]
-        started = time.monotonic()
-        result = _http_run(db_url, service.url, sid)
-    assert result.success
-    assert service.calls == 3
-    assert time.monotonic() - started >= 1.0, "Retry-After was honoured"
-    assert _metadata(result, "generate_join_links")["outcome"] == "completed"
-    assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+        service.queue = [Answer(status=429, body=b"{}", headers={"Retry-After": "2"})]
+        first = _http_run(db_url, service.url, sid)
+        retry_in = _retry_in(engine, sid)
+        paused = _http_run(db_url, service.url, other)
+        calls_during_pause = service.calls
+        time.sleep(2.1)
+        after = _http_run(db_url, service.url, other)
+    assert not first.success
+    assert retry_in is not None
+    assert 0 < retry_in <= 2
+    assert paused.success, "a paused call is a skip, not a failure"
+    metadata = _metadata(paused, "generate_join_links")
+    assert metadata["outcome"] == "skipped"
+    assert "asked for a pause until" in metadata["reason"]
+    assert calls_during_pause == 1, "nothing called the service during the pause"
+    assert session_row(engine, other)["link_generation_status"] == S.COMPLETED.value
+    assert after.success
+    assert service.calls == 2
+
+
+def test_408_backs_off_without_pausing_the_others(engine: Engine, db_url: str) -> None:
+    sid, other = create_session(engine), create_session(engine)
+    force_state(engine, sid, S.SCHEDULED)
+    force_state(engine, other, S.SCHEDULED)
+    with online_session_service() as service:
+        service.queue = [Answer(status=408, body=b"{}")]
+        assert not _http_run(db_url, service.url, sid).success
+        assert _http_run(db_url, service.url, other).success
+    retry_in = _retry_in(engine, sid)
+    assert retry_in is not None
+    assert 5 < retry_in <= 10
 
 
 def test_422_is_not_retried(engine: Engine, db_url: str) -> None:
@@ -290,7 +367,7 @@ def test_422_is_not_retried(engine: Engine, db_url: str) -> None:
     )
 
 
-def test_a_trickling_answer_hits_the_deadline_is_retried_and_completes(
+def test_a_trickling_answer_hits_the_deadline_and_is_left_for_the_watchdog(
     engine: Engine, db_url: str
 ) -> None:
     sid = create_session(engine)
@@ -299,10 +376,11 @@ def test_a_trickling_answer_hits_the_deadline_is_retried_and_completes(
         service.queue = [Answer(trickle_interval=0.3)]
         started = time.monotonic()
         result = _http_run(db_url, service.url, sid, timeout_s=1.5)
-    assert result.success
-    assert service.calls == 2
+    assert not result.success
+    assert service.calls == 1
     assert time.monotonic() - started < 6
-    assert session_row(engine, sid)["link_generation_status"] == S.COMPLETED.value
+    assert session_row(engine, sid)["link_generation_status"] == S.FAILED.value
+    assert _retry_in(engine, sid) is not None
 
 
 def test_each_generation_run_is_tagged_with_what_it_did(engine: Engine, db_url: str) -> None:

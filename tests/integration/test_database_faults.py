@@ -5,7 +5,6 @@ honouring the cycle's Idempotency-Key."""
 
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +31,8 @@ from jlg_pipeline.domain.models import (
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.generation import generate_for_session
-from testkit.fault_proxy import FaultProxy, Mode, proxied_database
-from testkit.online_session import OnlineSessionService, online_session_service
+from testkit.fault_proxy import FaultProxy, Mode
+from testkit.online_session import OnlineSessionService
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.resources import database
 from tests.support.served import served_app
@@ -42,21 +41,6 @@ from tests.support.web import admin_headers
 Request = tuple[str, str, dict[str, Any] | None]
 STALE_MS = 10_000
 """The completion write is retried for half of it (5 s)."""
-
-
-@pytest.fixture
-def service() -> Iterator[OnlineSessionService]:
-    with online_session_service() as stand_in:
-        yield stand_in
-
-
-@pytest.fixture
-def proxied(db_url: str) -> Iterator[tuple[FaultProxy, str]]:
-    proxy, url = proxied_database(db_url)
-    try:
-        yield proxy, url
-    finally:
-        proxy.close()
 
 
 @dataclass
@@ -84,19 +68,19 @@ class FailsOverAfterAnswering:
         self.proxy.mode = Mode.PASSING
 
 
-def _keys(service: OnlineSessionService) -> list[str]:
-    return [call["headers"].get("Idempotency-Key") for call in service.received]
+def _keys(online_session: OnlineSessionService) -> list[str]:
+    return [call["headers"].get("Idempotency-Key") for call in online_session.received]
 
 
 def test_a_result_survives_a_failover_between_bulk_register_and_its_mark(
-    engine: Engine, proxied: tuple[FaultProxy, str], service: OnlineSessionService
+    engine: Engine, proxied_db: tuple[FaultProxy, str], online_session: OnlineSessionService
 ) -> None:
-    proxy, url = proxied
+    proxy, url = proxied_db
     sid = create_session(engine)
     force_state(engine, sid, LinkGenerationStatus.SCHEDULED)
     faulty = create_engine(url, pool_size=2, max_overflow=2)
     repository = ProgramSessionRepository(faulty, TimingWindows(stale_ms=STALE_MS))
-    with HttpRegistrar(service.url, "svc-token", timeout_s=5) as http:
+    with HttpRegistrar(online_session.url, "svc-token", timeout_s=5) as http:
         registrar = FailsOverAfterAnswering(http, proxy, [(Mode.REFUSING, 3.0)])
         outcome = generate_for_session(
             sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT
@@ -107,25 +91,28 @@ def test_a_result_survives_a_failover_between_bulk_register_and_its_mark(
     row = session_row(engine, sid)
     assert row["link_generation_status"] == "COMPLETED"
     assert row["link_generation_job_id"] == outcome.job_id
-    assert len(service.received) == 1, "one bulkRegister call for the cycle"
-    assert _keys(service) == [cycle_id(sid, row["link_generation_at"])]
+    assert len(online_session.received) == 1, "one bulkRegister call for the cycle"
+    assert _keys(online_session) == [cycle_id(sid, row["link_generation_at"])]
     [attempt] = ProgramSessionRepository(engine).attempts(sid)
     assert (attempt.outcome, attempt.job_id) == (AttemptOutcome.COMPLETED, outcome.job_id)
 
 
 def test_a_retry_of_the_run_resumes_its_own_claim_and_the_cycle_stays_one_job(
-    engine: Engine, db_url: str, proxied: tuple[FaultProxy, str], service: OnlineSessionService
+    engine: Engine,
+    db_url: str,
+    proxied_db: tuple[FaultProxy, str],
+    online_session: OnlineSessionService,
 ) -> None:
     """The failover outlasts the completion write's retries: the step fails retryably, and
     its retry in the same run resumes the claim it holds (before, it skipped it and left the
     session IN_PROGRESS for the watchdog, which called bulkRegister a second time with nothing
     on record). The second call carries the same Idempotency-Key: the service answers the
     same job."""
-    proxy, url = proxied
+    proxy, url = proxied_db
     sid = create_session(engine)
     force_state(engine, sid, LinkGenerationStatus.SCHEDULED)
     instance = DagsterInstance.ephemeral()
-    with HttpRegistrar(service.url, "svc-token", timeout_s=5) as http:
+    with HttpRegistrar(online_session.url, "svc-token", timeout_s=5) as http:
         registrar = FailsOverAfterAnswering(http, proxy, [(Mode.REFUSING, 6.0)])
         result = build_generation_job(retry_delay_seconds=0.5).execute_in_process(
             run_config={"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}},
@@ -140,22 +127,22 @@ def test_a_retry_of_the_run_resumes_its_own_claim_and_the_cycle_stays_one_job(
     row = session_row(engine, sid)
     assert row["link_generation_status"] == "COMPLETED"
     key = cycle_id(sid, row["link_generation_at"])
-    assert set(_keys(service)) == {key}, "every call named the cycle"
-    assert len(service.received) == 2, "the retry called again, under the same key"
-    assert service.jobs == {key: row["link_generation_job_id"]}, "one job for the cycle"
+    assert set(_keys(online_session)) == {key}, "every call named the cycle"
+    assert len(online_session.received) == 2, "the retry called again, under the same key"
+    assert online_session.jobs == {key: row["link_generation_job_id"]}, "one job for the cycle"
     [attempt] = ProgramSessionRepository(engine).attempts(sid)
     assert attempt.attempt == 1, "the retry resumed attempt 1 instead of taking a new one"
-    assert (attempt.outcome, attempt.job_id) == (AttemptOutcome.COMPLETED, service.jobs[key])
+    assert (attempt.outcome, attempt.job_id) == (AttemptOutcome.COMPLETED, online_session.jobs[key])
     assert attempt.run_id == result.run_id
 
 
 def test_a_silent_database_fails_each_call_within_its_bound_and_heals(
-    engine: Engine, proxied: tuple[FaultProxy, str]
+    engine: Engine, proxied_db: tuple[FaultProxy, str]
 ) -> None:
     """A PostgreSQL that accepts and never answers: a call on a pooled connection, one on a
     new connection and one caught mid-statement each fail (DatabaseUnavailable) within their
     bounds, instead of waiting for the network to heal; then everything works again."""
-    proxy, url = proxied
+    proxy, url = proxied_db
     sid = create_session(engine)
     bounds = Bounds(hold_s=3.0)
     faulty = create_engine(url, pool_size=1, max_overflow=1, pool_timeout_s=5, bounds=bounds)
@@ -205,9 +192,9 @@ def _answers(repository: ProgramSessionRepository, sid: int) -> bool:
 
 
 def test_readiness_on_its_own_connection_answers_within_its_deadline(
-    proxied: tuple[FaultProxy, str],
+    proxied_db: tuple[FaultProxy, str],
 ) -> None:
-    proxy, url = proxied
+    proxy, url = proxied_db
     ping(url)
     proxy.mode = Mode.SILENT
     started = time.monotonic()
@@ -222,11 +209,11 @@ def test_readiness_on_its_own_connection_answers_within_its_deadline(
 
 
 def test_the_served_api_answers_within_6_s_while_the_database_is_silent(
-    engine: Engine, proxied: tuple[FaultProxy, str], tmp_path: Path
+    engine: Engine, proxied_db: tuple[FaultProxy, str], tmp_path: Path
 ) -> None:
     """Every admin answer within 6 s (503 allowed), /readyz 503 within 3 s, and all normal
     within 10 s of the heal, under uvicorn as the image serves it."""
-    proxy, url = proxied
+    proxy, url = proxied_db
     sids = [create_session(engine) for _ in range(3)]
     with (
         served_app(url, tmp_path / "web.log") as (base, _, _),

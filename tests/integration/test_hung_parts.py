@@ -49,7 +49,7 @@ from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 from jlg_pipeline.services.program_session import ProgramSessionService
 from testkit.online_session import online_session_service
 from tests.integration.test_schedule_sync import _schedule, _sync
-from tests.support.factories import create_session, force_state, session_row
+from tests.support.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database
 from tests.support.web import (
@@ -437,9 +437,12 @@ def test_the_watchdog_is_off_with_the_scheduler(
     assert isinstance(result, SkipReason)
 
 
-def test_a_shared_run_retries_only_the_session_that_failed_retryably(
+def test_a_shared_run_leaves_a_retryable_failure_to_the_watchdog_and_finishes_the_rest(
     engine: Engine, db_url: str
 ) -> None:
+    """One session's retryable failure neither fails nor holds the others' run: it is left
+    FAILED with its wait (the run does not sleep on it), and the watchdog's next run for it
+    completes it; the others are called once."""
     from jlg_pipeline.domain.errors import RegistrarUnavailable
     from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
 
@@ -456,12 +459,25 @@ def test_a_shared_run_retries_only_the_session_that_failed_retryably(
 
     registrar = FailsOnce()
     config = {"sessions": [{"programSessionId": ok}, {"programSessionId": flaky}]}
-    outcome = SHARED.execute_in_process(
-        run_config={"ops": {"generate_join_links_shared": {"config": config}}},
-        tags={"jlg/trigger": "watchdog"},
-        resources={"database": database(db_url), "registrar": registrar},
-    )
-    assert outcome.success
+
+    def shared_run() -> Any:
+        return SHARED.execute_in_process(
+            run_config={"ops": {"generate_join_links_shared": {"config": config}}},
+            tags={"jlg/trigger": "watchdog"},
+            resources={"database": database(db_url), "registrar": registrar},
+            raise_on_error=False,
+        )
+
+    started = time.monotonic()
+    assert not shared_run().success, "a session is left failed"
+    assert time.monotonic() - started < 10, "no sleeping on the failed one"
+    assert session_row(engine, ok)["link_generation_status"] == "COMPLETED"
+    assert session_row(engine, flaky)["link_generation_status"] == "FAILED"
+    repository = ProgramSessionRepository(engine)
+    assert flaky not in {s.id for s in repository.find_unattended(10)}, "waiting"
+    end_retry_wait(engine, flaky)
+    assert [s.id for s in repository.find_unattended(10)] == [flaky]
+    assert shared_run().success
     assert [c.session_id for c in registrar.calls].count(ok) == 1, "never twice for the others"
     assert [c.session_id for c in registrar.calls].count(flaky) == 2
     for sid in (ok, flaky):

@@ -134,7 +134,7 @@ def test_brownfield_adopts_only_the_additive_revision(empty_db: str, empty_engin
         ).all()
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
     assert rows == [("existing", "NOT_SCHEDULED"), ("other", "NOT_SCHEDULED")]
-    assert version == "0007_idempotent_jobs"
+    assert version == "0008_retries_in_time"
     indexes = {i["name"] for i in inspect(empty_engine).get_indexes("hdb_program_session")}
     assert indexes >= {
         "ix_psession_link_gen_due",

@@ -30,7 +30,7 @@ from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, force_state, session_row
-from tests.support.served import served_app
+from tests.support.served import rss_kib, served_app
 from tests.support.web import Aws, admin_headers, client_for, raw_token, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,13 +301,6 @@ def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
         yield server
 
 
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def _chunked_patch(port: int, sid: int, total_bytes: int) -> tuple[int, int]:
     """Send a chunked PATCH of up to ``total_bytes``, stopping as soon as the server answers;
     returns the status and how many body bytes were sent."""
@@ -346,9 +339,9 @@ def test_a_chunked_30_mb_body_is_refused_while_reading(
     url, port, pid = served
     sid = create_session(engine)
     httpx.get(f"{url}/program-session/{sid}/link-generation", headers=admin_headers())
-    before = _rss_kib(pid)
+    before = rss_kib(pid)
     status, sent = _chunked_patch(port, sid, 30 * 1024 * 1024)
-    grown_mib = (_rss_kib(pid) - before) / 1024
+    grown_mib = (rss_kib(pid) - before) / 1024
     assert status == 413
     assert sent < 30 * 1024 * 1024, "the server answered before the body ended"
     assert grown_mib < 5, f"the server grew by {grown_mib:.1f} MiB"

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.support.factories import create_session
-from tests.support.served import served_app
+from tests.support.served import rss_kib, served_app
 from tests.support.web import admin_headers
 from web.limits import BODY_DEADLINE_S, MAX_HEADERS
 from web.server import HEADER_BYTES, HEADER_DEADLINE_S, MAX_CONNECTIONS
@@ -25,13 +25,6 @@ from web.server import HEADER_BYTES, HEADER_DEADLINE_S, MAX_CONNECTIONS
 def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, int, int]]:
     with served_app(db_url, tmp_path / "web.log") as server:
         yield server
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def _answer(sock: socket.socket) -> tuple[int, dict[str, object]]:
@@ -62,19 +55,19 @@ def _send_until_answered(port: int, head: bytes, filler: bytes, total: int) -> t
 
 def test_an_8_mb_header_is_431_before_it_is_read(served: tuple[str, int, int]) -> None:
     _, port, pid = served
-    before = _rss_kib(pid)
+    before = rss_kib(pid)
     head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
     status, sent = _send_until_answered(port, head, b"a" * 65536, 8 * 1024 * 1024)
     assert status == 431
     assert sent < 8 * 1024 * 1024, "refused while the header was still coming"
-    assert (_rss_kib(pid) - before) / 1024 < 5
+    assert (rss_kib(pid) - before) / 1024 < 5
 
 
 def test_two_unfinished_50_mb_headers_do_not_grow_the_server(
     served: tuple[str, int, int],
 ) -> None:
     _, port, pid = served
-    before = _rss_kib(pid)
+    before = rss_kib(pid)
     head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
     with ThreadPoolExecutor(2) as pool:
         results = list(
@@ -84,7 +77,7 @@ def test_two_unfinished_50_mb_headers_do_not_grow_the_server(
             )
         )
     assert [status for status, _ in results] == [431, 431]
-    grown_mib = (_rss_kib(pid) - before) / 1024
+    grown_mib = (rss_kib(pid) - before) / 1024
     assert grown_mib < 5, f"the server grew by {grown_mib:.1f} MiB"
 
 

@@ -88,3 +88,15 @@ def add_registrations(engine: Engine, program_id: int, count: int, **options: An
 def db_now(engine: Engine) -> datetime:
     with engine.connect() as conn:
         return conn.execute(text("SELECT now()")).scalar_one()  # type: ignore[no-any-return]
+
+
+def end_retry_wait(engine: Engine, session_id: int) -> None:
+    """The session's retry wait is over (the watchdog's query reads the database clock)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hdb_program_session SET link_generation_retry_at = now()"
+                " - interval '1 second' WHERE id = :sid"
+            ),
+            {"sid": session_id},
+        )

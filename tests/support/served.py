@@ -42,3 +42,11 @@ def served_app(db_url: str, log_path: Path, **environ: str) -> Iterator[tuple[st
         finally:
             process.terminate()
             process.wait(timeout=10)
+
+
+def rss_kib(pid: int) -> int:
+    """The resident memory of process ``pid``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
