@@ -43,6 +43,7 @@ def test_instance_config_is_postgres_queued_and_limited_per_session(
         assert instance.run_monitoring_enabled
         assert 0 < instance.run_monitoring_max_runtime_seconds <= 3 * 3600
         assert not instance.telemetry_enabled
+        assert not instance.nux_enabled, "no pop-up on the UI's first page"
 
 
 def test_the_package_log_lines_reach_the_run_event_log(

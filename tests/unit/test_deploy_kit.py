@@ -191,6 +191,9 @@ def test_the_helm_values_hold_what_the_deployment_needs() -> None:
     assert queued["tagConcurrencyLimits"] == local["tag_concurrency_limits"]
     assert values["dagsterDaemon"]["runMonitoring"]["enabled"] is True
     assert values["pythonLogs"]["managedPythonLoggers"] == ["jlg_pipeline"]
+    assert values["additionalInstanceConfig"]["nux"] == {"enabled": False}, "no pop-up"
+    for relative in ("deploy/dagster-k8s.yaml", "deploy/dagster-ecs.yaml"):
+        assert _load(relative)["nux"] == {"enabled": False}
 
     assert values["postgresql"]["enabled"] is False, "external PostgreSQL"
     assert values["generatePostgresqlPasswordSecret"] is False
