@@ -4,12 +4,8 @@ near times go direct whatever a sync run does, the watchdog claims what no live 
 holds, every run is bounded, resync writes only valid messages, /metrics shows only what it
 read, and no accepted time gives 500 under any client time zone."""
 
-import os
-import signal
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -38,7 +34,6 @@ from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.orchestration.eventbridge_sync import (
     build_schedule_sync_sensor,
     join_link_schedule_sync_job,
@@ -52,15 +47,14 @@ from tests.integration.test_schedule_sync import _schedule, _sync
 from tests.support.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database
+from tests.support.served import served_app
 from tests.support.web import (
-    JWT_ENV,
     ROLE_ARN,
     Aws,
     admin_headers,
     client_for,
     settings_for,
 )
-from web.server import command
 
 S = LinkGenerationStatus
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,28 +108,6 @@ def silent_aws() -> Iterator[SilentEndpoint]:
         endpoint.close()
 
 
-def _serve(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command("127.0.0.1", port, sys.executable),
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise AssertionError(f"the app did not start:\n{log.read_text()}")
-
-
 def _p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1]
 
@@ -147,59 +119,55 @@ def test_a_silent_eventbridge_never_holds_the_admin(
     never answers: every PATCH 200, reads and /readyz stay fast, nothing is 5xx; once AWS
     answers again the sync applies every session's newest change."""
     sessions = [create_session(engine) for _ in range(20)]
-    env = {
-        **os.environ,
-        "JLG_DATABASE_URL": db_url,
-        **JWT_ENV,
-        "ENABLE_JOIN_LINK_SCHEDULER": "true",
-        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": ROLE_ARN,
-        "AWS_ENDPOINT_URL": silent_aws.url,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    process, url = _serve(env, tmp_path / "web.log")
-    patches: list[int] = []
-    reads: list[tuple[str, int, float]] = []
-    newest: dict[int, datetime] = {}
-    stop = threading.Event()
+    with served_app(
+        db_url,
+        tmp_path / "web.log",
+        ENABLE_JOIN_LINK_SCHEDULER="true",
+        AWS_SCHEDULER_TARGET_QUEUE_ARN=aws.queue_arn,
+        AWS_SCHEDULER_EXECUTION_ROLE_ARN=ROLE_ARN,
+        AWS_ENDPOINT_URL=silent_aws.url,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+    ) as (url, _, _):
+        patches: list[int] = []
+        reads: list[tuple[str, int, float]] = []
+        newest: dict[int, datetime] = {}
+        stop = threading.Event()
 
-    def read_all() -> None:
-        with httpx.Client(base_url=url, headers=admin_headers(), timeout=30) as http:
-            while not stop.is_set():
-                for path in (f"/program-session/{sessions[0]}/link-generation", "/readyz"):
-                    started = time.monotonic()
-                    status = http.get(path).status_code
-                    reads.append((path, status, time.monotonic() - started))
-                stop.wait(0.1)
+        def read_all() -> None:
+            with httpx.Client(base_url=url, headers=admin_headers(), timeout=30) as http:
+                while not stop.is_set():
+                    for path in (f"/program-session/{sessions[0]}/link-generation", "/readyz"):
+                        started = time.monotonic()
+                        status = http.get(path).status_code
+                        reads.append((path, status, time.monotonic() - started))
+                    stop.wait(0.1)
 
-    def patch(i: int, client: httpx.Client) -> None:
-        sid = sessions[i % len(sessions)]
-        at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1, minutes=i)
-        newest[sid] = at
-        response = client.patch(
-            f"/program-session/{sid}/link-generation", json={"linkGenerationAt": at.isoformat()}
-        )
-        patches.append(response.status_code)
+        def patch(i: int, client: httpx.Client) -> None:
+            sid = sessions[i % len(sessions)]
+            at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1, minutes=i)
+            newest[sid] = at
+            response = client.patch(
+                f"/program-session/{sid}/link-generation", json={"linkGenerationAt": at.isoformat()}
+            )
+            patches.append(response.status_code)
 
-    reader = threading.Thread(target=read_all)
-    reader.start()
-    try:
-        with httpx.Client(base_url=url, headers=admin_headers(), timeout=60) as client:
-            threads = []
-            for i in range(60):
-                thread = threading.Thread(target=patch, args=(i, client))
-                thread.start()
-                threads.append(thread)
-                time.sleep(0.25)
-            for thread in threads:
-                thread.join(timeout=60)
-    finally:
-        stop.set()
-        reader.join(timeout=60)
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        reader = threading.Thread(target=read_all)
+        reader.start()
+        try:
+            with httpx.Client(base_url=url, headers=admin_headers(), timeout=60) as client:
+                threads = []
+                for i in range(60):
+                    thread = threading.Thread(target=patch, args=(i, client))
+                    thread.start()
+                    threads.append(thread)
+                    time.sleep(0.25)
+                for thread in threads:
+                    thread.join(timeout=60)
+        finally:
+            stop.set()
+            reader.join(timeout=60)
 
     assert patches == [200] * 60
     assert all(status < 500 for _, status, _ in reads), sorted({s for _, s, _ in reads})

@@ -41,7 +41,13 @@ def served_app(db_url: str, log_path: Path, **environ: str) -> Iterator[tuple[st
             yield f"http://127.0.0.1:{port}", port, process.pid
         finally:
             process.terminate()
-            process.wait(timeout=10)
+            try:
+                # The app finishes what it answered first (its fast path may still wait on
+                # a silent AWS): up to its own shutdown bound, then it is killed.
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
 
 
 def rss_kib(pid: int) -> int:
