@@ -167,6 +167,7 @@ class ProgramSessionRepository:
             link_generation_last_error=None,
         )
         retry_in_s = cast(bindparam("retry_in_s"), Float)
+        retry_at = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, retry_in_s)
         self._fail_statement = self._mark_statement(
             S.FAILED,
             {"error": bindparam("error")},
@@ -177,10 +178,9 @@ class ProgramSessionRepository:
                 (
                     and_(
                         retry_in_s.is_not(None),
-                        func.now() + func.make_interval(0, 0, 0, 0, 0, 0, retry_in_s)
-                        < ps.c.link_generation_at + _ms(RETRY_BUDGET_S * 1000),
+                        retry_at < ps.c.link_generation_at + _ms(RETRY_BUDGET_S * 1000),
                     ),
-                    func.now() + func.make_interval(0, 0, 0, 0, 0, 0, retry_in_s),
+                    retry_at,
                 ),
                 else_=None,
             ),

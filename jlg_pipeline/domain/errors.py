@@ -84,7 +84,6 @@ class GenerationFailed(JlgError):
         session_id: int,
         attempt: int,
         retryable: bool,
-        retry_after_s: float | None = None,
         cycle: datetime | None = None,
         retry_in_s: float | None = None,
     ) -> None:
@@ -92,7 +91,6 @@ class GenerationFailed(JlgError):
         self.session_id = session_id
         self.attempt = attempt
         self.retryable = retryable
-        self.retry_after_s = retry_after_s
         self.cycle = cycle
         """The ``link_generation_at`` the failed claim generated for."""
         self.retry_in_s = retry_in_s

@@ -10,8 +10,9 @@ from jlg_pipeline.domain.errors import InvalidInput
 
 MAX_ROLE_CHARS = 64
 MAX_MESSAGE_TEXT_CHARS = 200
-MAX_KEY_CHARS = 200
 """A queue message's free-text fields (correlationId, timestamp) become run tags."""
+MAX_KEY_CHARS = 200
+"""An idempotency key (``join-link-<id>@<cycle>``)."""
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """C0 and C1 (NUL included): refused wherever a string enters. PostgreSQL refuses NUL in text,
 and none of them belongs in a tag, a log line or a request to the online-session service."""

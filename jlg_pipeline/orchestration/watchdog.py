@@ -2,8 +2,10 @@
 2 minutes of its time, whatever became of its event: never scheduled, lost, delivered late,
 its run dead before it claimed, a stuck or dead sync run, a zombie run holding the session's
 slot (DESIGN.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
-database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time, and
-stale IN_PROGRESS ones, and launches shared runs for them (trigger ``watchdog``, lane
+database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time,
+stale IN_PROGRESS ones, and FAILED ones whose retryable failure's wait is over (DESIGN.md
+"Whatever fails"; nothing while the online-session service asked for a pause), and
+launches shared runs for them (trigger ``watchdog``, lane
 ``recovery``, no per-session tag, so nothing stuck on the real-time path can hold them in the
 queue). Each session still goes through its own claim: the watchdog racing a late event
 costs a skipped claim, never a second generation. The TRD's 30-minute grace stays the

@@ -261,7 +261,6 @@ def _failed(
         session_id=claim.session_id,
         attempt=claim.attempt,
         retryable=retryable,
-        retry_after_s=retry_after_s,
         cycle=claim.link_generation_at,
         retry_in_s=retry_in_s,
     )
