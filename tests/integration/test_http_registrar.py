@@ -1,12 +1,16 @@
 """The HTTP registrar against a real local HTTP server: the pinned request, its error
 classification, the overall deadline, the answer cap, and what its errors may say."""
 
+import json
+import re
 import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from jlg_pipeline.adapters.registrars.http import HttpRegistrar
+from jlg_pipeline.adapters.registrars.http import HttpRegistrar, error_code, shares_secret
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
 from jlg_pipeline.local.ports import free_port
@@ -185,3 +189,35 @@ def test_malformed_answer_is_not_retryable(service: OnlineSessionService, body: 
 def test_bad_configuration_is_refused(url: str, token: str) -> None:
     with pytest.raises(ConfigError):
         HttpRegistrar(url, token)
+
+
+TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
+
+
+@settings(max_examples=300, derandomize=True)
+@given(
+    token=st.text(st.sampled_from(TOKEN_CHARS), min_size=16, max_size=64),
+    answer=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=60),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from(["code", "error", "message", "x"]), inner)
+        ),
+        max_leaves=6,
+    ),
+    echo=st.booleans(),
+    start=st.integers(0, 40),
+    length=st.integers(1, 40),
+)
+def test_a_kept_error_code_has_its_shape_and_shares_nothing_with_the_token(
+    token: str, answer: object, echo: bool, start: int, length: int
+) -> None:
+    """Whatever an error answer holds (a part of our token included), the code kept from it
+    has the closed shape and no 6 characters of the token."""
+    if echo:
+        part = token[start : start + length]
+        answer = {"error": {"code": part}} if start % 2 else {"code": part}
+    code = error_code(json.dumps(answer).encode(), token)
+    if code is not None:
+        assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,39}", code)
+        assert not shares_secret(code, token, 6)

@@ -1,10 +1,13 @@
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import InvalidInput
+from jlg_pipeline.domain.models import BulkRegisterRequest
 
 
 @pytest.mark.parametrize("value", [1, 7, 2**63 - 1])
@@ -67,3 +70,42 @@ def test_limit() -> None:
     assert validation.positive_limit(50) == 50
     with pytest.raises(InvalidInput, match="batchLimit"):
         validation.positive_limit(0, "batchLimit")
+
+
+# Any value, as a queue message, a Launchpad run config or a caller may hand the domain.
+ANY_VALUE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(st.characters(codec="utf-8"), max_size=80),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, derandomize=True)
+@given(
+    session_id=ANY_VALUE | st.integers(),
+    role=ANY_VALUE,
+    batch_size=ANY_VALUE | st.integers(0, 20_000),
+    actor=ANY_VALUE | st.integers(0, 2**32),
+    key=ANY_VALUE,
+)
+def test_a_request_either_holds_to_the_rules_or_is_invalid_input(
+    session_id: object, role: object, batch_size: object, actor: object, key: object
+) -> None:
+    """The one set of field rules: whatever arrives, the request is built only from values
+    that keep them, and anything else is InvalidInput (never another error)."""
+    try:
+        request = BulkRegisterRequest(session_id, role, batch_size, actor, key)  # type: ignore[arg-type]
+    except InvalidInput:
+        return
+    assert type(request.session_id) is int
+    assert 1 <= request.session_id <= 2**63 - 1
+    for text_field in (request.role, request.idempotency_key):
+        if text_field is not None:
+            assert text_field.strip()
+            assert not validation.CONTROL_CHARACTERS.search(text_field)
+    assert request.batch_size is None or type(request.batch_size) is int
+    assert request.actor_user_id is None or 1 <= request.actor_user_id <= 2**31 - 1
