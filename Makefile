@@ -6,6 +6,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_WORKERS ?= 2
 # The TRD's floor: at least 80 % of lines on the services and the repository.
 CORE := jlg_pipeline/services/*,jlg_pipeline/adapters/repository.py
 
@@ -29,8 +30,10 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# Two workers per core's worth of waiting: most tests wait on a daemon, a socket or PostgreSQL,
+# each worker has its own databases, and killing tests touch only their own process group.
 test: lint
-	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term:skip-covered
 	$(BIN)/coverage report --include='$(CORE)' --fail-under=80
 
 # The same PostgreSQL tests on an embedded server started by the suite itself, as on a

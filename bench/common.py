@@ -22,6 +22,7 @@ from jlg_pipeline.local.postgres import create_database, drop_database
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 from testkit.claim_race import claim_race
+from testkit.processes import group_processes
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,16 +222,6 @@ def contended(url: str, engine: Engine, rounds: int, processes: int = 8) -> tupl
             exactly_one += int(wins == 1)
             total += wins
     return rounds, exactly_one, total
-
-
-def group_processes(pgid: int) -> Iterator[Path]:
-    """The /proc entries of the processes in process group ``pgid``."""
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and os.getpgid(int(proc.name)) == pgid:
-                yield proc
-        except ProcessLookupError:
-            continue
 
 
 def group_rss_kib(pgid: int) -> int:

@@ -1,12 +1,15 @@
 """A TCP relay on 127.0.0.1 that can fail the way a network peer fails, for the tests and
 benchmarks: ``passing`` relays both ways; ``silent`` accepts and never answers (what it is
 sent is swallowed, as by a host that froze or a partition that drops replies); ``refusing``
-resets every connection, open ones included (a failover: the old primary is gone)."""
+resets every connection, open ones included (a failover: the old primary is gone); ``slow``
+relays every chunk after :data:`SLOW_DELAY_S` (a congested link); ``throttling`` answers
+every new connection's first request with an AWS throttling error (an HTTP peer only)."""
 
 import contextlib
 import socket
 import struct
 import threading
+import time
 from enum import StrEnum
 
 
@@ -14,6 +17,19 @@ class Mode(StrEnum):
     PASSING = "passing"
     SILENT = "silent"
     REFUSING = "refusing"
+    SLOW = "slow"
+    THROTTLING = "throttling"
+
+
+SLOW_DELAY_S = 1.5
+# What an AWS JSON or REST-JSON API answers when it throttles: botocore reads the error code
+# from the header, so SQS and EventBridge Scheduler both see ThrottlingException.
+_THROTTLED_BODY = b'{"__type": "ThrottlingException", "message": "Rate exceeded"}'
+THROTTLED = (
+    b"HTTP/1.1 400 Bad Request\r\nx-amzn-ErrorType: ThrottlingException\r\n"
+    b"Content-Type: application/x-amz-json-1.0\r\nConnection: close\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_THROTTLED_BODY), _THROTTLED_BODY)
+)
 
 
 class FaultProxy:
@@ -69,6 +85,10 @@ class FaultProxy:
                 while client.recv(65536):  # held until the caller gives up
                     pass
                 return
+            if self._mode is Mode.THROTTLING:
+                client.recv(65536)
+                client.sendall(THROTTLED)
+                return
             upstream = _connect(self._target)
             self._track(client, upstream)
             back = threading.Thread(target=self._pipe, args=(upstream, client), daemon=True)
@@ -90,7 +110,9 @@ class FaultProxy:
     def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
-                if self._mode is not Mode.PASSING:
+                if self._mode is Mode.SLOW:
+                    time.sleep(SLOW_DELAY_S)
+                elif self._mode is not Mode.PASSING:
                     continue  # swallowed: the caller waits for an answer that never comes
                 sink.sendall(data)
             sink.shutdown(socket.SHUT_WR)

@@ -58,10 +58,10 @@ from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.processes import run_worker_pids
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 from testkit.fault_proxy import FaultProxy, Mode
+from testkit.processes import run_worker_pids
 
 ON_TIME = timedelta(minutes=2)
 # Each fault starts once the one before has been recovered from (the watchdog's 75 s grace
@@ -92,6 +92,7 @@ def private_postgres() -> Iterator[tuple[str, Any, Path]]:
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         import pgserver
 
+    (ROOT / ".data").mkdir(exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="jlg-bench-pg-", dir=ROOT / ".data"))
     server: Any = pgserver.get_server(str(data), cleanup_mode="delete")  # type: ignore[attr-defined]
     try:
@@ -163,7 +164,7 @@ def run(
             box.mode = Mode.PASSING
             record.events.append(f"{now():.0f} s: AWS answers again")
             stop.wait(DAEMON_KILL - now())
-            in_flight = len(run_worker_pids())
+            in_flight = len(run_worker_pids(pgid))
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
             record.events.append(f"{now():.0f} s: daemon group SIGKILLed ({in_flight} workers)")
@@ -175,10 +176,10 @@ def run(
             pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user)
             record.events.append(f"{now():.0f} s: PostgreSQL restarted")
             stop.wait(WORKER_KILL - now())
-            before = run_worker_pids()
+            before = run_worker_pids(pgid)
             deadline = time.monotonic() + 120
             while not stop.is_set() and time.monotonic() < deadline:
-                fresh = run_worker_pids() - before
+                fresh = run_worker_pids(pgid) - before
                 if fresh:
                     os.kill(min(fresh), signal.SIGKILL)
                     record.events.append(f"{now():.0f} s: a starting run worker SIGKILLed")

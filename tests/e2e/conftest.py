@@ -43,6 +43,11 @@ class Stack:
     children: Children
     standin: EventBridgeStandIn
 
+    @property
+    def daemon_group(self) -> int:
+        """The process group of the daemon, its code servers and their run workers."""
+        return self.children.processes["dagster-daemon"].pid
+
     def patch(self, session_id: int, at: datetime | None) -> httpx.Response:
         return httpx.patch(
             f"{self.web_url}/program-session/{session_id}/link-generation",

@@ -16,8 +16,8 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt, local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.processes import run_worker_pids
 from testkit.online_session import Answer, online_session_service
+from testkit.processes import run_worker_pids
 from tests.e2e.conftest import Stack
 from tests.support.factories import add_registrations, create_session, force_state
 
@@ -38,13 +38,13 @@ def test_a_run_killed_before_it_claims_is_still_generated_within_two_minutes(
     add_registrations(engine, 501, 5)
     force_state(engine, sid, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(0))
     due_at = datetime.now(UTC)
-    before = run_worker_pids()
+    before = run_worker_pids(stack.daemon_group)
     stack.send(build_message(sid, 42))
 
     deadline = time.monotonic() + 60
     worker = None
     while worker is None and time.monotonic() < deadline:
-        fresh = run_worker_pids() - before
+        fresh = run_worker_pids(stack.daemon_group) - before
         worker = min(fresh) if fresh else None
         time.sleep(0.02)
     assert worker is not None, f"no run worker started\n{stack.log_tail()}"
@@ -87,14 +87,14 @@ def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
         ids = [create_session(engine, program_id=502) for _ in range(8)]
         for sid in ids:
             force_state(engine, sid, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(0))
-        before = run_worker_pids()
+        before = run_worker_pids(stack.daemon_group)
         for sid in ids:
             stack.send(build_message(sid, 42))
 
         deadline = time.monotonic() + 90
         while online.calls < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
-        workers = run_worker_pids() - before
+        workers = run_worker_pids(stack.daemon_group) - before
         assert workers, f"no run worker\n{stack.log_tail()}"
         for worker in workers:
             os.kill(worker, signal.SIGKILL)

@@ -1,0 +1,634 @@
+"""Chaos: a seeded timeline of faults drawn from the whole space, through the whole system,
+with admins arming sessions throughout; the invariants are checked at the end.
+
+    .venv/bin/python -m bench.trials.chaos [--seed 1] [--minutes 20] [--keep DIR] [--strict]
+
+The system runs as deployed on one machine (``bench.trials.hung_parts`` has the layout): the
+web app, ``dagster-daemon`` with its code server and run workers on the repository's
+``dagster.yaml``, the application database on a private PostgreSQL behind a fault box, AWS
+(moto) behind another, the HTTP registrar against the online-session stand-in behind a third.
+Faults come one at a time, each after a healthy gap; poison and duplicate messages arrive
+whenever. Sessions are armed through the API every few seconds, 20 s to 4 min ahead (less in
+a short trial; near ones go through a direct run, far ones through EventBridge, SQS and the
+sensor), some re-armed before their time; a PATCH that fails is retried 10 s later, as an
+admin would.
+
+Invariants (each breach printed as a violation):
+- every armed session is COMPLETED at its last armed time within 2 minutes of that time, or
+  of the end of the last fault that overlapped its wait;
+- one bulkRegister job per cycle at the service, and the runbook's proof (two job ids in one
+  cycle of the attempt history) finds none;
+- no admin answer is a 5xx other than 503;
+- no PATCH answered 200 is lost: the session keeps the time of its last accepted PATCH (or
+  of a later one whose answer was lost in a fault).
+
+Shared runs are on (``JLG_MAX_SESSIONS_PER_RUN=25``, as DESIGN.md "Bursts" advises for
+cohorts); everything else is the default configuration.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine, text
+
+from bench.common import (
+    ROOT,
+    add_registrants,
+    bench_database,
+    dagster_env,
+    machine,
+    moto_process,
+    start_daemon,
+)
+from bench.timing.front_door import JWT_ENV, admin_headers, serve
+from bench.trials.hung_parts import private_postgres
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.domain.messages import build_message
+from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
+from jlg_pipeline.local.eventbridge import EventBridgeStandIn
+from jlg_pipeline.local.stack import Children
+from jlg_pipeline.migrate import migrate
+from testkit.fault_proxy import FaultProxy, Mode, proxied_database
+from testkit.online_session import Answer, OnlineSessionService, online_session_service
+from testkit.processes import code_server_pids, run_worker_pids
+
+ON_TIME_S = 120.0
+FULL_LENGTH_S = 1200.0
+"""The trial the issue asks for: 20 minutes."""
+WARM_UP_S = 45.0
+"""Healthy time at the start, after the daemon has loaded the code location."""
+QUIET_TAIL_S = 150.0
+"""No fault and no arming in the last part of the timeline: the last sessions come due."""
+RETRY_AFTER_S = 20
+POISON = [
+    "not json",
+    json.dumps({"programSessionId": "seven"}),
+    json.dumps({"detail": {"programSessionId": 5, "role": "\u3000"}}),
+    json.dumps({"detail": {"programSessionId": -1}}),
+    "{" * 5000,
+]
+
+# Each kind of fault and how long it lasts (for kills: how long the process stays down).
+DURATIONS: dict[str, tuple[float, float]] = {
+    "postgres silent": (15, 60),
+    "postgres failing over": (5, 30),
+    "postgres restarted": (0, 0),
+    "AWS silent": (30, 120),
+    "AWS refusing": (30, 120),
+    "AWS slow": (30, 120),
+    "AWS throttling": (30, 120),
+    "service silent": (20, 90),
+    "service slow": (30, 120),
+    "service 429": (30, 180),
+    "service 5xx": (30, 120),
+    "service garbage": (30, 120),
+    "daemon group killed": (10, 40),
+    "a run worker killed": (0, 0),
+    "the code server killed": (0, 0),
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    start: float
+    duration: float
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+@dataclass(frozen=True)
+class Timeline:
+    seed: int
+    length_s: float
+    faults: list[Fault]
+    messages: list[tuple[float, str]]
+    """(when, "poison" or "duplicate")."""
+
+    @classmethod
+    def draw(cls, seed: int, length_s: float, kinds: list[str] | None = None) -> "Timeline":
+        rng = random.Random(seed)
+        # A short trial draws shorter faults and gaps, so it still sees several.
+        scale = min(1.0, length_s / FULL_LENGTH_S)
+        faults: list[Fault] = []
+        at = WARM_UP_S
+        while True:
+            kind = rng.choice(kinds or sorted(DURATIONS))
+            low, high = DURATIONS[kind]
+            fault = Fault(kind, at, round(rng.uniform(low, high) * scale))
+            if fault.end > length_s - QUIET_TAIL_S:
+                break
+            faults.append(fault)
+            at = fault.end + round(rng.uniform(30, 90) * scale)
+        messages = sorted(
+            (
+                float(round(rng.uniform(WARM_UP_S, length_s - QUIET_TAIL_S))),
+                rng.choice(["poison", "duplicate"]),
+            )
+            for _ in range(max(int(length_s // 120), 1))
+        )
+        return cls(seed, length_s, faults, messages)
+
+    @property
+    def max_lead_s(self) -> float:
+        """How far ahead admins arm: up to 4 minutes, less in a short trial."""
+        return max(60.0, min(240.0, self.length_s / 4))
+
+    def lines(self) -> list[str]:
+        shown = [(f.start, f"{f.start:5.0f} s  {f.kind} ({f.duration:.0f} s)") for f in self.faults]
+        shown += [(t, f"{t:5.0f} s  {kind} messages") for t, kind in self.messages]
+        return [line for _, line in sorted(shown)]
+
+
+@dataclass
+class Arming:
+    session: int
+    armed_s: float
+    at: datetime
+    status: int
+
+
+@dataclass
+class Record:
+    started: float = field(default_factory=time.monotonic)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    armings: list[Arming] = field(default_factory=list)
+    answers: list[tuple[float, str, int]] = field(default_factory=list)
+    """(seconds in, request, status) of every admin request."""
+    events: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def note(self, event: str) -> None:
+        with self.lock:
+            self.events.append(f"{self.now():6.0f} s  {event}")
+
+
+@dataclass
+class System:
+    """The parts a fault acts on."""
+
+    env: dict[str, str]
+    home: Path
+    children: Children
+    database: FaultProxy
+    aws: FaultProxy
+    service_box: FaultProxy
+    service: OnlineSessionService
+    restart_postgres: Callable[[], None]
+    sqs: Any
+    queue_url: str
+    daemon_group: int = 0
+    daemon_starts: int = 0
+
+    def start_daemon(self) -> None:
+        self.children.processes.pop("dagster-daemon", None)
+        self.daemon_starts += 1
+        log = self.home / f"daemon-{self.daemon_starts}.log"
+        self.daemon_group = start_daemon(self.children, self.env, log)
+
+
+SERVICE_ANSWERS: dict[str, list[Answer]] = {
+    "service slow": [Answer(delay=8.0)],
+    "service 429": [Answer(status=429, body=b"{}", headers={"Retry-After": str(RETRY_AFTER_S)})],
+    "service 5xx": [Answer(status=500, body=b"{}"), Answer(status=503, body=b"{}")],
+    # Garbage on the wire: a proxy's HTML page, a broken status line, a cut-off answer. A 2xx
+    # whose body is not an answer is not drawn: the contract marks it FAILED for a person.
+    "service garbage": [
+        Answer(status=502, body=b"<html><body>Bad gateway</body></html>"),
+        Answer(raw=b"HTTP/1.1 2OO OK\r\n\r\n{"),
+        Answer(raw=b"\x00\x01garbage"),
+    ],
+}
+PROXY_MODES = {
+    "silent": Mode.SILENT,
+    "refusing": Mode.REFUSING,
+    "failing over": Mode.REFUSING,
+    "slow": Mode.SLOW,
+    "throttling": Mode.THROTTLING,
+}
+
+
+def inflict(fault: Fault, system: System, record: Record, stop: threading.Event) -> None:
+    """Apply ``fault``, hold it for its duration, then heal."""
+    part, _, how = fault.kind.partition(" ")
+    box = {"postgres": system.database, "AWS": system.aws, "service": system.service_box}.get(part)
+    record.note(f"{fault.kind} begins")
+    if fault.kind == "postgres restarted":
+        system.restart_postgres()
+    elif fault.kind == "daemon group killed":
+        workers = len(run_worker_pids(system.daemon_group))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(system.daemon_group, signal.SIGKILL)
+        record.note(f"daemon group killed with {workers} run workers")
+        stop.wait(fault.duration)
+        system.start_daemon()
+    elif fault.kind == "a run worker killed":
+        before = run_worker_pids(system.daemon_group)
+        deadline = time.monotonic() + 90
+        while not stop.is_set() and time.monotonic() < deadline:
+            fresh = run_worker_pids(system.daemon_group) - before
+            if fresh:
+                os.kill(min(fresh), signal.SIGKILL)
+                break
+            time.sleep(0.05)
+    elif fault.kind == "the code server killed":
+        for pid in code_server_pids(system.daemon_group):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    elif fault.kind in SERVICE_ANSWERS:
+        answers = SERVICE_ANSWERS[fault.kind]
+        until = time.monotonic() + fault.duration
+        while not stop.is_set() and time.monotonic() < until:
+            system.service.queue[:] = [random.choice(answers) for _ in range(50)]
+            stop.wait(1)
+        system.service.queue.clear()
+    elif box is not None:
+        box.mode = PROXY_MODES[how]
+        stop.wait(fault.duration)
+        box.mode = Mode.PASSING
+    record.note(f"{fault.kind} ends")
+
+
+def send_messages(kind: str, system: System, record: Record, rng: random.Random) -> None:
+    """Poison bodies, or the messages of a few armed sessions once more."""
+    if kind == "poison":
+        bodies = list(POISON)
+    else:
+        with record.lock:
+            armed = sorted({a.session for a in record.armings if a.status == 200})
+        bodies = [json.dumps(build_message(s, None)) for s in rng.sample(armed, min(3, len(armed)))]
+    for body in bodies:
+        system.sqs.send_message(QueueUrl=system.queue_url, MessageBody=body)
+    record.note(f"{len(bodies)} {kind} messages sent")
+
+
+def admin(
+    base: str, sessions: list[int], timeline: Timeline, record: Record, stop: threading.Event
+) -> None:
+    """Arms a session every few seconds until the quiet tail, re-arms some before their time,
+    and retries a failed PATCH 10 s later with a fresh time."""
+    rng = random.Random(timeline.seed * 7919)
+    arm_until = timeline.length_s - QUIET_TAIL_S - 60
+    interval = arm_until / len(sessions)
+    fresh = iter(sessions)
+    retry: list[tuple[float, int]] = []
+    with httpx.Client(base_url=base, headers=admin_headers(), timeout=60) as http:
+
+        def arm(session: int) -> None:
+            at = datetime.now(UTC) + timedelta(seconds=rng.uniform(20, timeline.max_lead_s))
+            armed_s = record.now()
+            try:
+                status = http.patch(
+                    f"/program-session/{session}/link-generation",
+                    json={"linkGenerationAt": at.isoformat()},
+                ).status_code
+            except httpx.HTTPError:
+                status = 0
+            with record.lock:
+                record.armings.append(Arming(session, armed_s, at, status))
+                record.answers.append((armed_s, "PATCH", status))
+            if status != 200:
+                retry.append((record.now() + 10, session))
+
+        while not stop.is_set() and record.now() < arm_until:
+            due = [r for r in retry if r[0] <= record.now()]
+            for item in due:
+                retry.remove(item)
+                arm(item[1])
+            if rng.random() < 0.1:
+                later = _rearmable(record)
+                if later is not None:
+                    arm(later)
+            session = next(fresh, None)
+            if session is None:
+                break
+            arm(session)
+            stop.wait(max(interval - 0.05, 0.1))
+        while retry and not stop.is_set() and record.now() < timeline.length_s - QUIET_TAIL_S:
+            when, session = retry.pop(0)
+            stop.wait(max(when - record.now(), 0))
+            arm(session)
+
+
+def _rearmable(record: Record) -> int | None:
+    """A session whose last accepted time is more than 90 s away."""
+    with record.lock:
+        last: dict[int, Arming] = {}
+        for arming in record.armings:
+            if arming.status == 200:
+                last[arming.session] = arming
+    soon = datetime.now(UTC) + timedelta(seconds=90)
+    candidates = sorted(s for s, a in last.items() if a.at > soon)
+    return candidates[0] if candidates else None
+
+
+def reader(base: str, sessions: list[int], record: Record, stop: threading.Event) -> None:
+    """An admin reading sessions, their attempts and readiness while everything happens."""
+    rng = random.Random(5)
+    with httpx.Client(base_url=base, headers=admin_headers(), timeout=60) as http:
+        while not stop.is_set():
+            sid = rng.choice(sessions)
+            path = rng.choice(
+                [
+                    f"/program-session/{sid}/link-generation",
+                    f"/program-session/{sid}/link-generation/attempts",
+                    "/readyz",
+                ]
+            )
+            try:
+                status = http.get(path).status_code
+            except httpx.HTTPError:
+                status = 0
+            with record.lock:
+                record.answers.append((record.now(), "GET", status))
+            stop.wait(0.5)
+
+
+@dataclass
+class Outcome:
+    timeline: Timeline
+    record: Record
+    violations: list[str]
+    figures: dict[str, float]
+
+
+@contextlib.contextmanager
+def whole_system(home: Path, sessions: int) -> Iterator[tuple[System, str, list[int], Engine]]:
+    """Everything started and wired through its fault box; yields the system, the web app's
+    base URL, the sessions to arm and an engine on the database (not through its box)."""
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+
+    with (
+        private_postgres() as (url, server, data),
+        bench_database("jlg_bench_chaos_dagster", migrated=False) as dagster_url,
+        moto_process() as aws,
+        online_session_service() as service,
+    ):
+        migrate(url)
+        engine = create_engine(url)
+        add_registrants(engine, 10)
+        with engine.begin() as conn:
+            ids = sorted(
+                conn.execute(
+                    text(
+                        "INSERT INTO hdb_program_session (program_id)"
+                        " SELECT 1 FROM generate_series(1, :n) RETURNING id"
+                    ),
+                    {"n": sessions},
+                ).scalars()
+            )
+        database, through = proxied_database(url)
+        aws_box = FaultProxy(int(aws.endpoint_url.rsplit(":", 1)[1]))
+        service_box = FaultProxy(int(service.url.rstrip("/").rsplit(":", 1)[1]))
+        aws_url = f"http://127.0.0.1:{aws_box.port}"
+        env = dagster_env(
+            home,
+            dagster_url,
+            through,
+            **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
+            AWS_ENDPOINT_URL=aws_url,
+            **JWT_ENV,
+            JLG_REGISTRAR="http",
+            JLG_ONLINE_SESSION_URL=f"http://127.0.0.1:{service_box.port}/",
+            JLG_ONLINE_SESSION_TOKEN="chaos-service-token",  # noqa: S106 - local stand-in
+            JLG_MAX_SESSIONS_PER_RUN="25",
+            JLG_SQS_QUEUE_URL=aws.queue_url.replace(aws.endpoint_url, aws_url),
+            ENABLE_JOIN_LINK_SCHEDULER="true",
+            ENABLE_JOIN_LINK_FALLBACK_CRON="true",
+            AWS_SCHEDULER_TARGET_QUEUE_ARN=aws.queue_arn,
+            AWS_SCHEDULER_EXECUTION_ROLE_ARN=EXECUTION_ROLE_ARN,
+        )
+        # EventBridge's own delivery talks to moto directly: its faults are ours to call.
+        standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
+        standin.start()
+        system = System(
+            env=env,
+            home=home,
+            children=Children(),
+            database=database,
+            aws=aws_box,
+            service_box=service_box,
+            service=service,
+            restart_postgres=lambda: pg_ctl(
+                ["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user
+            ),
+            sqs=aws.client("sqs"),
+            queue_url=aws.queue_url,
+        )
+        web, base = serve("web.app:create_app", env, log=home / "web.log")
+        system.start_daemon()
+        try:
+            yield system, base, ids, engine
+        finally:
+            web.terminate()
+            web.wait(timeout=30)
+            system.children.stop()
+            standin.stop()
+            for box in (database, aws_box, service_box):
+                box.close()
+            engine.dispose()
+
+
+def run(timeline: Timeline, sessions: int, home: Path) -> Outcome:
+    with whole_system(home, sessions) as (system, base, ids, engine):
+        time.sleep(20)  # the daemon loads the code location
+        record = Record()
+        stop = threading.Event()
+        rng = random.Random(timeline.seed)
+
+        def faults() -> None:
+            plan = sorted(
+                [(f.start, "fault", f) for f in timeline.faults]
+                + [(t, "messages", kind) for t, kind in timeline.messages],
+                key=lambda item: item[0],
+            )
+            for at, what, detail in plan:
+                if stop.wait(max(at - record.now(), 0)):
+                    return
+                if what == "fault":
+                    inflict(detail, system, record, stop)  # type: ignore[arg-type]
+                else:
+                    send_messages(detail, system, record, rng)  # type: ignore[arg-type]
+
+        threads = [
+            threading.Thread(target=faults, name="chaos-faults"),
+            threading.Thread(target=reader, args=(base, ids, record, stop), name="chaos-reader"),
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            admin(base, ids, timeline, record, stop)
+            last_due = max((a.at for a in record.armings if a.status == 200), default=None)
+            end = record.started_at + timedelta(seconds=timeline.length_s)
+            if last_due is not None:
+                end = max(end, last_due + timedelta(seconds=ON_TIME_S + 30))
+            while datetime.now(UTC) < end and not _all_completed(engine, record):
+                time.sleep(5)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=300)
+        violations, figures = judge(timeline, record, engine, system.service)
+    return Outcome(timeline, record, violations, figures)
+
+
+def _all_completed(engine: Engine, record: Record) -> bool:
+    armed = {a.session for a in record.armings if a.status == 200}
+    with engine.connect() as conn:
+        done = conn.execute(
+            text(
+                "SELECT count(*) FROM hdb_program_session"
+                " WHERE id = ANY(:ids) AND link_generation_status = 'COMPLETED'"
+            ),
+            {"ids": sorted(armed)},
+        ).scalar_one()
+    return (
+        bool(armed)
+        and done == len(armed)
+        and datetime.now(UTC) > max(a.at for a in record.armings if a.status == 200)
+    )
+
+
+def judge(
+    timeline: Timeline, record: Record, engine: Engine, service: OnlineSessionService
+) -> tuple[list[str], dict[str, float]]:
+    violations: list[str] = []
+    with engine.connect() as conn:
+        rows = {
+            sid: (at, status)
+            for sid, at, status in conn.execute(
+                text(
+                    "SELECT id, link_generation_at, link_generation_status FROM hdb_program_session"
+                )
+            ).all()
+        }
+        completed = {
+            (sid, at): finished
+            for sid, at, finished in conn.execute(
+                text(
+                    "SELECT program_session_id, link_generation_at, finished_at"
+                    " FROM jlg_generation_attempt WHERE outcome = 'COMPLETED'"
+                )
+            ).all()
+        }
+        doubled = conn.execute(
+            text(
+                "SELECT program_session_id, link_generation_at FROM jlg_generation_attempt"
+                " WHERE job_id IS NOT NULL GROUP BY 1, 2 HAVING count(DISTINCT job_id) > 1"
+            )
+        ).all()
+    for sid, at in doubled:
+        violations.append(f"session {sid}: two job ids in its cycle at {at:%H:%M:%S}")
+    jobs: dict[int, set[str]] = {}
+    for job in service.jobs.values():
+        jobs.setdefault(int(job.split("-")[1]), set()).add(job)
+    lateness: list[float] = []
+    by_session: dict[int, list[Arming]] = {}
+    for arming in record.armings:
+        by_session.setdefault(arming.session, []).append(arming)
+    for sid, armings in sorted(by_session.items()):
+        accepted = [a for a in armings if a.status == 200]
+        if not accepted:
+            continue
+        last = accepted[-1]
+        after = armings[armings.index(last) + 1 :]
+        db_at, status = rows[sid]
+        kept = next((a for a in [last, *after] if db_at is not None and a.at == db_at), None)
+        if kept is None:
+            violations.append(
+                f"session {sid}: PATCH accepted at {last.armed_s:.0f} s lost ({db_at})"
+            )
+            continue
+        if len(jobs.get(sid, ())) > 1:
+            violations.append(
+                f"session {sid}: {len(jobs[sid])} jobs at the service {sorted(jobs[sid])}"
+            )
+        due_s = (kept.at - record.started_at).total_seconds()
+        holding = [
+            f for f in timeline.faults if f.start <= due_s + ON_TIME_S and f.end >= kept.armed_s
+        ]
+        held_until = max([due_s, *(f.end for f in holding)])
+        finished = completed.get((sid, kept.at))
+        if finished is None:
+            violations.append(f"session {sid}: due at {due_s:.0f} s, {status}, never COMPLETED")
+            continue
+        done_s = (finished - record.started_at).total_seconds()
+        lateness.append(done_s - due_s)
+        if done_s > held_until + ON_TIME_S:
+            blame = (
+                ", ".join(f"{f.kind} {f.start:.0f}-{f.end:.0f} s" for f in holding) or "no fault"
+            )
+            violations.append(
+                f"session {sid}: due at {due_s:.0f} s, COMPLETED at {done_s:.0f} s,"
+                f" {done_s - held_until:.0f} s after it was free ({blame})"
+            )
+    bad = [(t, what, s) for t, what, s in record.answers if (s >= 500 and s != 503) or s == 0]
+    for t, what, status in bad:
+        violations.append(f"admin {what} at {t:.0f} s answered {status or 'nothing'}")
+    answers = [s for _, _, s in record.answers]
+    figures = {
+        "sessions armed": float(
+            sum(1 for a in by_session.values() if any(x.status == 200 for x in a))
+        ),
+        "PATCHes": float(len(record.armings)),
+        "admin answers": float(len(answers)),
+        "admin 503": float(answers.count(503)),
+        "bulkRegister calls": float(service.calls),
+        "worst lateness after its time (s)": max(lateness, default=0.0),
+        "violations": float(len(violations)),
+    }
+    return violations, figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--sessions", type=int, default=0, help="default: one every 4 s")
+    parser.add_argument("--keep", type=Path, help="copy the processes' logs here")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on any violation")
+    args = parser.parse_args()
+    length_s = args.minutes * 60
+    timeline = Timeline.draw(args.seed, length_s)
+    sessions = args.sessions or int((length_s - QUIET_TAIL_S - 60) / 4)
+    print(f"# chaos, seed {args.seed}, {args.minutes:g} min, {sessions} sessions, {machine()}")
+    print("\n".join(timeline.lines()))
+    (ROOT / ".data").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="jlg-chaos-", dir=ROOT / ".data") as home:
+        outcome = run(timeline, sessions, Path(home))
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for log in Path(home).glob("*.log"):
+                shutil.copy(log, args.keep / log.name)
+    print("\n## what happened\n")
+    print("\n".join(outcome.record.events))
+    print("\n## figures\n")
+    for name, value in outcome.figures.items():
+        print(f"- {name}: {value:g}")
+    print(f"\n## violations ({len(outcome.violations)})\n")
+    print("\n".join(outcome.violations) or "none")
+    if args.strict and outcome.violations:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""A short seeded chaos trial (``bench.trials.chaos``): the whole system as deployed, faults
+drawn from the whole space while admins arm sessions; every invariant holds at the end.
+The long trials (20 minutes, three seeds) are in docs/performance.md."""
+
+from pathlib import Path
+
+import pytest
+
+from bench.trials.chaos import Timeline, run
+
+pytestmark = pytest.mark.timeout(900)
+
+SEED = 20261204
+LENGTH_S = 300.0
+SESSIONS = 24
+
+
+def test_a_seeded_chaos_run_keeps_every_invariant(tmp_path: Path) -> None:
+    timeline = Timeline.draw(SEED, LENGTH_S)
+    assert len(timeline.faults) >= 2, timeline.lines()
+    outcome = run(timeline, SESSIONS, tmp_path)
+    summary = "\n".join(
+        [f"seed {SEED}", *timeline.lines(), *outcome.record.events, *outcome.violations]
+    )
+    assert outcome.figures["sessions armed"] >= SESSIONS // 2, summary
+    assert outcome.violations == [], summary
