@@ -1,27 +1,24 @@
 from collections.abc import Iterator
 
-import boto3
 import pytest
-from moto import mock_aws
 
+from jlg_pipeline.local.aws import FAKE_CREDENTIALS, start_moto
+from jlg_pipeline.local.ports import free_port
 from tests.support.web import Aws
 
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    """Real boto3 clients against moto's in-process AWS."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
+    """Real boto3 clients against a moto server of this test's own, over HTTP. Not moto's
+    in-process mock: it patches botocore in this process and is not safe across threads (its
+    FAQ), and the schedule sync calls EventBridge from several threads at once."""
+    server = start_moto(free_port())
+    for name, value in {**server.env, **FAKE_CREDENTIALS}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        url = sqs.create_queue(QueueName="jlg-events")["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        yield Aws(boto3.client("scheduler", region_name="us-east-1"), sqs, url, arn)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    try:
+        yield Aws(
+            server.client("scheduler"), server.client("sqs"), server.queue_url, server.queue_arn
+        )
+    finally:
+        server.stop()
