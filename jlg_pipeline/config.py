@@ -130,6 +130,11 @@ class Settings(BaseSettings):
 
     environment: Environment = Field(Environment.PRODUCTION, validation_alias="JLG_ENVIRONMENT")
     database_url: str = Field(DEFAULT_DATABASE_URL, validation_alias="JLG_DATABASE_URL")
+    dagster_storage_url: str | None = Field(
+        None, validation_alias="DAGSTER_POSTGRES_URL", repr=False
+    )
+    """Dagster's storage (the instance's URL): the admin API reads the orchestrator's health
+    from it for /metrics; unset, those figures are not shown."""
     registrar: RegistrarKind = Field(RegistrarKind.LOCAL, validation_alias="JLG_REGISTRAR")
     online_session_url: str | None = Field(None, validation_alias="JLG_ONLINE_SESSION_URL")
     online_session_token: str | None = Field(

@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -18,6 +19,7 @@ from starlette.routing import Route
 from jlg_pipeline import bootstrap
 from jlg_pipeline.adapters.database import REQUEST_BOUNDS
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
+from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, storage_engine
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
@@ -26,7 +28,13 @@ from web import envelope, routes
 from web.after_response import FAST_PATH_WORKERS, AfterResponse
 from web.auth import JwtBackend, on_auth_error
 from web.limits import HeaderCountLimit
-from web.metrics import Metrics, MetricsMiddleware
+from web.metrics import (
+    Metrics,
+    MetricsMiddleware,
+    Reading,
+    database_figures,
+    orchestrator_figures,
+)
 from web.openapi import build_openapi
 
 logger = logging.getLogger(__name__)
@@ -75,7 +83,22 @@ def create_app(
         app.state.database_url = settings.database_url
         app.state.sessions = sessions
         app.state.after_response = after_response
-        figures = metrics.watch_database(partial(read_metrics_snapshot, engine))
+        readings: list[Reading[Any]] = [
+            Reading("database", partial(read_metrics_snapshot, engine), database_figures)
+        ]
+        dagster_engine = None
+        if settings.dagster_storage_url:
+            dagster_engine = storage_engine(
+                settings.dagster_storage_url, pool_size=1, max_overflow=0, bounds=REQUEST_BOUNDS
+            )
+            readings.append(
+                Reading(
+                    "dagster",
+                    partial(read_orchestrator_health, dagster_engine),
+                    orchestrator_figures,
+                )
+            )
+        figures = metrics.watch(readings)
         app.state.figures = figures
         try:
             yield
@@ -84,6 +107,8 @@ def create_app(
             figures.stop()
             engine.dispose()
             sync_engine.dispose()
+            if dagster_engine is not None:
+                dagster_engine.dispose()
 
     auth = [Middleware(AuthenticationMiddleware, backend=backend, on_error=on_auth_error)]
     app = Starlette(

@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import (
@@ -19,10 +20,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jlg_pipeline.adapters.metrics_snapshot import LAG_BUCKETS_S, MetricsSnapshot
+from jlg_pipeline.adapters.orchestrator_health import OrchestratorSnapshot
+from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 REFRESH_S = 15.0
 """How old the database's figures on /metrics may be (DESIGN.md: at most 15 s)."""
 
@@ -32,25 +36,53 @@ STANDARD_METHODS = frozenset(
 )
 
 
-class DatabaseCollector(Collector):
-    """The database's figures, read by a background thread every ``refresh_s`` seconds;
-    a scrape renders the last reading, so its cost does not grow with the tables. Nothing is
-    shown before the first successful reading (no figure the database never gave); a failed
-    reading keeps the previous one, and ``jlg_database_reading_timestamp_seconds`` says how
-    old it is, so an alert can tell a stale reading from a calm one."""
+class Reading(Generic[T]):
+    """One source's figures, read by :class:`BackgroundReadings` and rendered by ``render``
+    from the last successful reading. Nothing is shown before the first (no figure the
+    source never gave); a failed reading keeps the previous one, and the source's
+    ``..._reading_timestamp_seconds`` says how old it is, so an alert can tell a stale reading
+    from a calm one."""
 
-    def __init__(self, read: Callable[[], MetricsSnapshot], refresh_s: float) -> None:
+    def __init__(
+        self, name: str, read: Callable[[], T], render: Callable[[T, float], Iterator[Metric]]
+    ) -> None:
+        self.name = name
         self._read = read
+        self._render = render
+        self._last: tuple[T, float] | None = None
+
+    def refresh(self) -> None:
+        try:
+            self._last = (self._read(), time.time())
+        except Exception as exc:  # noqa: BLE001 - keep serving the last reading
+            log_event(
+                logger,
+                logging.WARNING,
+                "metrics.refresh_failed",
+                source=self.name,
+                error=type(exc).__name__,
+            )
+
+    def collect(self) -> Iterator[Metric]:
+        if self._last is not None:
+            yield from self._render(*self._last)
+
+
+class BackgroundReadings(Collector):
+    """The figures read from the database and the orchestrator, by one background thread
+    every ``refresh_s`` seconds; a scrape renders the last readings, so its cost does not
+    grow with the tables (or with a source that hangs: each reading is bounded by its
+    engine's statement deadline)."""
+
+    def __init__(self, readings: list[Reading[Any]], refresh_s: float) -> None:
+        self.readings = readings
         self._refresh_s = refresh_s
-        self._reading: tuple[MetricsSnapshot, float] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def refresh(self) -> None:
-        try:
-            self._reading = (self._read(), time.time())
-        except Exception as exc:  # noqa: BLE001 - keep serving the last reading
-            log_event(logger, logging.WARNING, "metrics.refresh_failed", error=type(exc).__name__)
+        for reading in self.readings:
+            reading.refresh()
 
     def start(self) -> None:
         self.refresh()
@@ -67,66 +99,119 @@ class DatabaseCollector(Collector):
             self.refresh()
 
     def collect(self) -> Iterator[Metric]:
-        if self._reading is None:
-            return
-        snapshot, read_at = self._reading
-        yield GaugeMetricFamily(
-            "jlg_database_reading_timestamp_seconds",
-            "Unix time of the last successful reading of the database's figures below: alert "
-            "when it falls behind (they are then as old as it says)",
-            value=read_at,
-        )
-        sessions = GaugeMetricFamily(
-            "jlg_program_sessions",
-            "Program sessions (not soft-deleted) by link-generation status",
-            labels=["status"],
-        )
-        for status in LinkGenerationStatus:
-            sessions.add_metric([status.value], snapshot.by_status.get(status.value, 0))
-        yield sessions
-        yield GaugeMetricFamily(
-            "jlg_overdue_sessions",
-            "Sessions SCHEDULED, FAILED or IN_PROGRESS whose time passed more than 5 minutes "
-            "ago: alert on this",
-            value=snapshot.overdue,
-        )
-        attempts = CounterMetricFamily(
-            "jlg_generation_attempts",
-            "Closed generation attempts (claims) by trigger and outcome; a closed outcome "
-            "never changes, so these only grow",
-            labels=["trigger", "outcome"],
-        )
-        for (trigger, outcome), count in sorted(snapshot.attempts.items()):
-            attempts.add_metric([trigger, outcome], count)
-        yield attempts
-        open_attempts = GaugeMetricFamily(
-            "jlg_generation_attempts_open",
-            "Generation attempts under way (IN_PROGRESS), by trigger",
-            labels=["trigger"],
-        )
-        for trigger, count in sorted(snapshot.open_attempts.items()):
-            open_attempts.add_metric([trigger], count)
-        yield open_attempts
-        lag = HistogramMetricFamily(
-            "jlg_generation_lag_seconds",
-            "How late each closed attempt was claimed after its session's time",
-        )
-        buckets = [
-            (str(bound), count)
-            for bound, count in zip(LAG_BUCKETS_S, snapshot.lag_buckets, strict=False)
-        ]
-        lag.add_metric([], [*buckets, ("+Inf", snapshot.lag_count)], snapshot.lag_sum)
-        yield lag
-        yield GaugeMetricFamily(
-            "jlg_schedule_sync_pending",
-            "Schedule changes written but not yet applied to EventBridge (or turned direct)",
-            value=snapshot.sync_pending,
-        )
-        yield GaugeMetricFamily(
-            "jlg_schedule_sync_oldest_pending_seconds",
-            "Age of the oldest pending schedule change; alert as it nears a fire time",
-            value=snapshot.sync_oldest_seconds,
-        )
+        for reading in self.readings:
+            yield from reading.collect()
+
+
+def database_figures(snapshot: MetricsSnapshot, read_at: float) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "jlg_database_reading_timestamp_seconds",
+        "Unix time of the last successful reading of the database's figures below: alert "
+        "when it falls behind (they are then as old as it says)",
+        value=read_at,
+    )
+    sessions = GaugeMetricFamily(
+        "jlg_program_sessions",
+        "Program sessions (not soft-deleted) by link-generation status",
+        labels=["status"],
+    )
+    for status in LinkGenerationStatus:
+        sessions.add_metric([status.value], snapshot.by_status.get(status.value, 0))
+    yield sessions
+    yield GaugeMetricFamily(
+        "jlg_overdue_sessions",
+        "Sessions SCHEDULED, FAILED or IN_PROGRESS whose time passed more than 5 minutes "
+        "ago: alert on this",
+        value=snapshot.overdue,
+    )
+    attempts = CounterMetricFamily(
+        "jlg_generation_attempts",
+        "Closed generation attempts (claims) by trigger and outcome; a closed outcome "
+        "never changes, so these only grow",
+        labels=["trigger", "outcome"],
+    )
+    for (trigger, outcome), count in sorted(snapshot.attempts.items()):
+        attempts.add_metric([trigger, outcome], count)
+    yield attempts
+    open_attempts = GaugeMetricFamily(
+        "jlg_generation_attempts_open",
+        "Generation attempts under way (IN_PROGRESS), by trigger",
+        labels=["trigger"],
+    )
+    for trigger, count in sorted(snapshot.open_attempts.items()):
+        open_attempts.add_metric([trigger], count)
+    yield open_attempts
+    lag = HistogramMetricFamily(
+        "jlg_generation_lag_seconds",
+        "How late each closed attempt was claimed after its session's time",
+    )
+    buckets = [
+        (str(bound), count)
+        for bound, count in zip(LAG_BUCKETS_S, snapshot.lag_buckets, strict=False)
+    ]
+    lag.add_metric([], [*buckets, ("+Inf", snapshot.lag_count)], snapshot.lag_sum)
+    yield lag
+    yield GaugeMetricFamily(
+        "jlg_schedule_sync_pending",
+        "Schedule changes written but not yet applied to EventBridge (or turned direct)",
+        value=snapshot.sync_pending,
+    )
+    yield GaugeMetricFamily(
+        "jlg_schedule_sync_oldest_pending_seconds",
+        "Age of the oldest pending schedule change; alert as it nears a fire time",
+        value=snapshot.sync_oldest_seconds,
+    )
+
+
+def orchestrator_figures(snapshot: OrchestratorSnapshot, read_at: float) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "jlg_dagster_reading_timestamp_seconds",
+        "Unix time of the last successful reading of Dagster's storage (the jlg_dagster_* "
+        "figures below are as old as it says)",
+        value=read_at,
+    )
+    heartbeats = GaugeMetricFamily(
+        "jlg_dagster_daemon_heartbeat_age_seconds",
+        "Seconds since each Dagster daemon's last heartbeat: it grows when the daemon "
+        "process is gone or stuck (Dagster's UI calls a daemon unhealthy past 60 s)",
+        labels=["daemon"],
+    )
+    for daemon, age in sorted(snapshot.heartbeat_age_s.items()):
+        heartbeats.add_metric([daemon], age)
+    yield heartbeats
+    ages = GaugeMetricFamily(
+        "jlg_dagster_tick_age_seconds",
+        "Seconds since each sensor's or schedule's last completed tick ended (absent before "
+        "its first): a sensor ticks every 10-15 s, a schedule at its cron time",
+        labels=["name", "kind"],
+    )
+    failures = GaugeMetricFamily(
+        "jlg_dagster_tick_failures",
+        "Failed ticks in a row, up to each sensor's or schedule's last completed one (0: it "
+        "last succeeded or skipped)",
+        labels=["name", "kind"],
+    )
+    for instigator in snapshot.instigators:
+        labels = [instigator.name, instigator.kind]
+        if instigator.tick_age_s is not None:
+            ages.add_metric(labels, instigator.tick_age_s)
+        failures.add_metric(labels, instigator.consecutive_failures)
+    yield ages
+    yield failures
+    runs = GaugeMetricFamily(
+        "jlg_dagster_runs",
+        "Dagster runs queued or in progress (starting, started, canceling), by lane",
+        labels=["lane", "state"],
+    )
+    for lane in Lane:
+        for state in ("queued", "in_progress"):
+            runs.add_metric([lane.value, state], snapshot.runs.get((lane, state), 0))
+    yield runs
+    yield GaugeMetricFamily(
+        "jlg_dagster_oldest_queued_run_age_seconds",
+        "Age of the oldest queued run (0 when none waits): runs wait when their lane is full",
+        value=snapshot.oldest_queued_s,
+    )
 
 
 class Metrics:
@@ -145,12 +230,12 @@ class Metrics:
             registry=self.registry,
         )
 
-    def watch_database(
-        self, read: Callable[[], MetricsSnapshot], refresh_s: float = REFRESH_S
-    ) -> DatabaseCollector:
-        """Register the database's figures, read every ``refresh_s`` seconds; started here,
-        stopped by the caller (the app's lifespan)."""
-        collector = DatabaseCollector(read, refresh_s)
+    def watch(
+        self, readings: list[Reading[Any]], refresh_s: float = REFRESH_S
+    ) -> BackgroundReadings:
+        """Register ``readings``, read every ``refresh_s`` seconds; started here, stopped by
+        the caller (the app's lifespan)."""
+        collector = BackgroundReadings(readings, refresh_s)
         self.registry.register(collector)
         collector.start()
         return collector

@@ -31,6 +31,7 @@ from dagster import (
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.eventbridge_sync import SYNC_BATCH_LIMIT, DirectLaunch, SyncReport
+from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.orchestration.resources import RunDatabase
@@ -43,7 +44,6 @@ from jlg_pipeline.orchestration.tags import (
     MAX_RUNTIME_TAG,
     SYNC_MAX_RUNTIME_S,
     TRIGGER_TAG,
-    Lane,
     run_tags,
 )
 

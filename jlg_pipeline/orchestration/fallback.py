@@ -29,10 +29,11 @@ from jlg_pipeline.domain.constants import (
     FALLBACK_CRON,
     FALLBACK_CRON_TIMEZONE,
 )
+from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import finish, tag_start
-from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, Lane, run_tags
+from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, run_tags
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.sweep import BACKFILL_LIMIT, backfill_window, sweep_overdue_sessions
 

@@ -23,6 +23,7 @@ from dagster import (
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
+from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, Trigger
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import (
@@ -45,7 +46,6 @@ from jlg_pipeline.orchestration.tags import (
     LONG_MAX_RUNTIME_S,
     OUTCOME_TAG,
     TRIGGER_TAG,
-    Lane,
     run_tags,
 )
 from jlg_pipeline.services.generation import generate_for_session

@@ -26,7 +26,9 @@ from dagster import (
 
 from jlg_pipeline.config import DEFAULT_RETENTION_DAYS
 from jlg_pipeline.domain.errors import ConfigError
-from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, Lane, run_tags
+from jlg_pipeline.domain.lanes import Lane
+from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, run_tags
 
 PRUNE_JOB = "join_link_dagster_prune_job"
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
@@ -74,7 +76,7 @@ def prune_dagster_runs(context: OpExecutionContext, config: PruneConfig) -> Outp
     name=PRUNE_JOB,
     executor_def=in_process_executor,
     description="Delete finished Dagster runs (and their event logs) older than the retention.",
-    tags=run_tags(Lane.MAINTENANCE, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: "manual"}),
+    tags=run_tags(Lane.MAINTENANCE, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.MANUAL.value}),
 )
 def join_link_dagster_prune_job() -> None:
     prune_dagster_runs()

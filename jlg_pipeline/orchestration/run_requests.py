@@ -14,15 +14,9 @@ from dataclasses import dataclass
 
 from dagster import Config, DagsterInstance, RunRequest, RunsFilter
 
+from jlg_pipeline.domain.lanes import LANE_TAG, Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
-from jlg_pipeline.orchestration.tags import (
-    CORRELATION_TAG,
-    LANE_TAG,
-    RUN_KEY_TAG,
-    SESSION_TAG,
-    TRIGGER_TAG,
-    Lane,
-)
+from jlg_pipeline.orchestration.tags import CORRELATION_TAG, RUN_KEY_TAG, SESSION_TAG, TRIGGER_TAG
 
 GENERATE_OP = "generate_join_links"
 GENERATION_JOB = "join_link_generation_job"
@@ -96,7 +90,7 @@ def generation_run_request(
 def shared_run_request(
     sessions: Sequence[BulkRegisterRequest],
     trigger: Trigger,
-    lane: str,
+    lane: Lane,
     run_key: str | None = None,
     covers: Sequence[str] = (),
 ) -> RunRequest:
@@ -118,7 +112,7 @@ def shared_run_request(
         },
         tags={
             TRIGGER_TAG: trigger.value,
-            LANE_TAG: lane,
+            LANE_TAG: lane.value,
             **{covers_tag(key): COVERED for key in covers},
         },
     )

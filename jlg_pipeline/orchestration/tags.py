@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping
 
+from jlg_pipeline.domain.lanes import LANE_TAG, Lane
 from jlg_pipeline.domain.models import Trigger
 
 RUN_KEY_TAG = "dagster/run_key"
@@ -13,9 +14,6 @@ OUTCOME_TAG = "jlg/outcome"
 """Added when a generation run's op ends: completed, skipped, superseded or failed."""
 CYCLE_TAG = "jlg/cycle"
 """Added when a generation run's claim generated: one value per session and cycle."""
-LANE_TAG = "jlg/lane"
-"""Which path a run serves; dagster.yaml gives each lane its own run slots, so runs whose
-process died (holding their slots until their bound) never block another path."""
 MAX_RUNTIME_TAG = "dagster/max_runtime"
 """Dagster's own bound: run monitoring fails a run still going after this many seconds,
 its process alive or not (the default launcher cannot tell a dead worker)."""
@@ -27,19 +25,9 @@ LONG_MAX_RUNTIME_S = 3 * 60 * 60
 """Sweeps, backfills, shared runs and pruning (DESIGN.md: at most 3 hours)."""
 
 
-class Lane:
-    REALTIME = "realtime"
-    """One-session generation runs: events, direct launches, hand launches."""
-    RECOVERY = "recovery"
-    """The watchdog's shared runs: never queued behind a stuck real-time run."""
-    SWEEP = "sweep"
-    SYNC = "sync"
-    MAINTENANCE = "maintenance"
-
-
-def run_tags(lane: str, max_runtime_s: int, **tags: str) -> dict[str, str]:
+def run_tags(lane: Lane, max_runtime_s: int, **tags: str) -> dict[str, str]:
     """A job's tags: its lane and its runtime bound (every run of the job carries them)."""
-    return {LANE_TAG: lane, MAX_RUNTIME_TAG: str(max_runtime_s), **tags}
+    return {LANE_TAG: lane.value, MAX_RUNTIME_TAG: str(max_runtime_s), **tags}
 
 
 PARENT_RUN_TAG = "dagster/parent_run_id"

@@ -27,11 +27,11 @@ from dagster import (
 )
 
 from jlg_pipeline.config import Flags
+from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
 from jlg_pipeline.domain.retries import ONLINE_SESSION_GATE
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import shared_run_request
-from jlg_pipeline.orchestration.tags import Lane
 
 WATCHDOG_INTERVAL_S = 15
 WATCHDOG_BATCH = 200

@@ -11,6 +11,7 @@ from sqlalchemy import Engine, text
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
+from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
@@ -154,7 +155,7 @@ def test_the_watchdog_completes_it_once_the_service_is_back(engine: Engine, db_u
     [due] = ProgramSessionRepository(engine).find_unattended(10)
     shared = build_shared_generation_job().execute_in_process(
         run_config=shared_run_request(
-            [BulkRegisterRequest(due.id)], Trigger.WATCHDOG, "recovery"
+            [BulkRegisterRequest(due.id)], Trigger.WATCHDOG, Lane.RECOVERY
         ).run_config,
         resources={"database": database(db_url), "registrar": fake},
         instance=DagsterInstance.ephemeral(),
