@@ -5,6 +5,7 @@ its tags, so every run of it does. Both call ``generate_for_session`` and nothin
 generates (TRD dec-09)."""
 
 import time
+from datetime import UTC, datetime
 
 from dagster import (
     Backoff,
@@ -25,6 +26,7 @@ from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, Trigger
+from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import (
     FAILED_OUTCOME,
@@ -44,11 +46,13 @@ from jlg_pipeline.orchestration.run_requests import (
 from jlg_pipeline.orchestration.tags import (
     GENERATION_MAX_RUNTIME_S,
     LONG_MAX_RUNTIME_S,
+    NEXT_TAG,
     OUTCOME_TAG,
     TRIGGER_TAG,
     run_tags,
 )
 from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.services.next_step import next_step
 from jlg_pipeline.services.sweep import generate_each, summarize
 
 RETRY_DELAY_SECONDS = 10.0
@@ -92,26 +96,24 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         except GenerationFailed as exc:
             # A retry that then succeeds replaces it: the tag says how the run ended.
             tag_outcome(context, FAILED_OUTCOME, session_id, exc.cycle)
-            deferred = exc.retry_in_s is not None
-            next_step = (
-                f"retryable: the watchdog tries it again in {exc.retry_in_s:g} s"
-                if deferred
-                else "retrying in this run"
-                if exc.retryable
-                else "not retryable: the sweep re-attempts it, or a person re-arms it"
-            )
+            now = datetime.now(UTC)
+            step = next_step(exc, now, next_sweep_at(now))
+            context.instance.add_run_tags(context.run_id, {NEXT_TAG: step.tag})
             # The run waits for nothing: a session the watchdog comes back for frees the
-            # run's slot now; only a result this run could not record is retried here.
+            # run's slot now; only a result this run could not record is retried here. The
+            # message is the whole story (from None: our own traceback tells an operator
+            # nothing, and the error's text is already in it).
             raise Failure(
-                f"{exc} ({next_step})",
+                f"{exc} ({step.text})",
                 metadata={
                     "session_id": exc.session_id,
                     "attempt": exc.attempt,
                     "retryable": exc.retryable,
                     "retry_in_s": exc.retry_in_s,
+                    "next": step.tag,
                 },
-                allow_retries=exc.retryable and not deferred,
-            ) from exc
+                allow_retries=step.by == "this run",
+            ) from None
         tag_outcome(context, outcome.result.value, session_id, outcome.cycle)
         return Output(None, metadata=outcome_metadata(outcome))
 

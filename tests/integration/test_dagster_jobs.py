@@ -1,5 +1,6 @@
 """The jobs with execute_in_process against real PostgreSQL and the fake registrar."""
 
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -133,7 +134,7 @@ def test_a_retryable_failure_ends_the_run_and_leaves_the_session_for_the_watchdo
     assert 5 < retry_in <= 10, "the first backoff"
     failure = result.failure_data_for_node("generate_join_links")
     assert failure is not None
-    assert "the watchdog tries it again in 10 s" in failure.error.message
+    assert "the watchdog tries it again in 10 s" in failure.error.message.splitlines()[0]
     repository = ProgramSessionRepository(engine)
     assert sid not in {s.id for s in repository.find_unattended(10)}, "not before its wait"
     end_retry_wait(engine, sid)
@@ -179,14 +180,35 @@ def test_a_failure_past_the_cycles_budget_is_left_to_the_sweep(engine: Engine, d
     assert _retry_in(engine, sid) is None
 
 
-def test_non_retryable_failure_fails_at_once(engine: Engine, db_url: str) -> None:
+@pytest.mark.parametrize("sweep_on", [True, False])
+def test_non_retryable_failure_fails_at_once_and_says_what_happens_next(
+    engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch, sweep_on: bool
+) -> None:
+    """The failure's first line says it is not retryable, who tries it again (the sweep at
+    its next time, or nobody when it is off) and what a person can do; the run's ``jlg/next``
+    tag says the same for the Runs list; no traceback of ours is chained to it."""
+    monkeypatch.setenv("ENABLE_JOIN_LINK_FALLBACK_CRON", "true" if sweep_on else "false")
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     fake = RecordingRegistrar(error=RegistrarRejected("400 unknown role"))
-    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid))
+    instance = DagsterInstance.ephemeral()
+    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid), instance=instance)
     assert not result.success
     assert len(fake.calls) == 1
     assert session_row(engine, sid)["link_generation_status"] == S.FAILED.value
+    failure = result.failure_data_for_node("generate_join_links")
+    first_line = failure.error.message.splitlines()[0]
+    assert "400 unknown role" in first_line
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    tags = run.tags
+    if sweep_on:
+        assert re.search(r"not retryable: the sweep at \d\d:00 UTC tries it again", first_line)
+        assert re.fullmatch(r"sweep at \d{4}-\d\d-\d\dT\d\d:00:00Z", tags["jlg/next"])
+    else:
+        assert "not retryable, and the sweep is off" in first_line
+        assert tags["jlg/next"] == "a person"
+    assert failure.error.cause is None, "the message, not our stack, comes first"
 
 
 def test_invalid_run_config_fails_without_writing(engine: Engine, db_url: str) -> None:

@@ -1,0 +1,55 @@
+"""What happens next to a session whose generation failed, said once for every place that
+tells a person: the run's failure message (its first line), its ``jlg/next`` tag, the logs.
+Retryable failures come back by themselves (the watchdog after the wait, or this run when it
+only has a result to record); a non-retryable one waits for the sweep, if it is on, and for a
+person to fix the cause."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jlg_pipeline.domain.errors import GenerationFailed
+
+
+@dataclass(frozen=True, slots=True)
+class NextStep:
+    retryable: bool
+    by: str
+    """``watchdog``, ``this run``, ``sweep`` or ``a person``."""
+    at: datetime | None
+    text: str
+    """One line: retryable or not, when and by what it is re-attempted, what to do."""
+
+    @property
+    def tag(self) -> str:
+        """The ``jlg/next`` tag: who comes back for it, and when (UTC)."""
+        return self.by if self.at is None else f"{self.by} at {self.at:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def next_step(error: GenerationFailed, now: datetime, sweep_at: datetime | None) -> NextStep:
+    """``sweep_at``: the next sweep's start (UTC), None when the sweep is off."""
+    if error.retry_in_s is not None:
+        at = now + timedelta(seconds=error.retry_in_s)
+        return NextStep(
+            True,
+            "watchdog",
+            at,
+            f"retryable: the watchdog tries it again in {error.retry_in_s:g} s "
+            f"(at {at:%H:%M:%S} UTC); nothing to do unless it keeps failing",
+        )
+    if error.retryable:
+        return NextStep(True, "this run", None, "retryable: this run tries it again now")
+    if sweep_at is None:
+        return NextStep(
+            False,
+            "a person",
+            None,
+            "not retryable, and the sweep is off: fix the cause, then re-arm the session "
+            "(PATCH its time) or launch join_link_fallback_sweep_job",
+        )
+    return NextStep(
+        False,
+        "sweep",
+        sweep_at,
+        f"not retryable: the sweep at {sweep_at:%H:%M} UTC tries it again; fix the cause "
+        "first, or re-arm the session (PATCH its time) to try sooner",
+    )
