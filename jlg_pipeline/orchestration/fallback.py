@@ -83,7 +83,7 @@ def sweep_overdue_sessions_op(
         config.batchLimit,
         concurrency=database.concurrency,
     )
-    return finish(report)
+    return finish(context, report)
 
 
 @job(
@@ -121,7 +121,7 @@ def backfill_partition_sessions(
         config.limit,
         concurrency=database.concurrency,
     )
-    return finish(report)
+    return finish(context, report)
 
 
 @job(

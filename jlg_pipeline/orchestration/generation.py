@@ -188,7 +188,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
             else GenerationResult.SKIPPED.value
         )
         context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: outcome})
-        return finish(final)
+        return finish(context, final)
 
     @job(
         name=SHARED_GENERATION_JOB,

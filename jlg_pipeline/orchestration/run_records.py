@@ -91,8 +91,16 @@ def _report_metadata(report: SweepReport) -> dict[str, Any]:
     }
 
 
-def finish(report: SweepReport) -> Output[None]:
+COUNT_TAGS = ("found", "completed", "skipped", "failed", "left_behind")
+"""A run of many sessions (sweep, backfill, shared) is tagged ``jlg/<count>`` with each, so the
+Runs list tells its story without opening it."""
+
+
+def finish(context: OpExecutionContext, report: SweepReport) -> Output[None]:
     metadata = _report_metadata(report)
+    context.instance.add_run_tags(
+        context.run_id, {f"jlg/{name}": str(metadata[name]) for name in COUNT_TAGS}
+    )
     if report.failed:
         # After every other session had its turn: the UI shows the run failed, and why.
         raise Failure(

@@ -17,6 +17,7 @@ from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
+from jlg_pipeline.orchestration.run_records import COUNT_TAGS
 from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
 from testkit.online_session import Answer, online_session_service
@@ -236,13 +237,25 @@ def test_sweep_selects_oldest_within_the_limit_and_reports(engine: Engine, db_ur
     recent = create_session(engine, online=False)
     force_state(engine, recent, S.SCHEDULED, at_offset=timedelta(minutes=-5))
     fake = RecordingRegistrar()
+    instance = DagsterInstance.ephemeral()
     result = _run(
         join_link_fallback_sweep_job,
         db_url,
         fake,
         run_config={"ops": {"sweep_overdue_sessions": {"config": {"batchLimit": 3}}}},
+        instance=instance,
     )
     assert result.success
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    counts = {k: v for k, v in run.tags.items() if k.split("/")[-1] in COUNT_TAGS}
+    assert counts == {
+        "jlg/found": "3",
+        "jlg/completed": "3",
+        "jlg/skipped": "0",
+        "jlg/failed": "0",
+        "jlg/left_behind": "1",
+    }, "the Runs list tells the sweep's story"
     metadata = _metadata(result, "sweep_overdue_sessions")
     assert (
         metadata["found"],
