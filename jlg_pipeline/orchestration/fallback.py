@@ -128,7 +128,11 @@ def backfill_partition_sessions(
     name="join_link_backfill_job",
     executor_def=in_process_executor,
     partitions_def=backfill_partitions,
-    description="Backfill: regenerate due, not-COMPLETED sessions by day of link_generation_at.",
+    description=(
+        "Backfill: regenerate due, not-COMPLETED sessions by day (UTC) of link_generation_at. "
+        "A 'missing' partition is a day no backfill ran for, not work waiting: the real-time "
+        "path and the sweep generate sessions without materializing partitions."
+    ),
     tags=run_tags(Lane.SWEEP, LONG_MAX_RUNTIME_S, **{TRIGGER_TAG: Trigger.BACKFILL.value}),
 )
 def join_link_backfill_job() -> None:
