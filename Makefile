@@ -52,7 +52,7 @@ bench: setup
 
 # The whole system on this machine: embedded PostgreSQL and AWS emulation unless configured.
 dev: setup
-	$(BIN)/jlg dev
+	$(BIN)/jlg dev $(if $(ONLINE_SESSION),--online-session=$(ONLINE_SESSION))
 
 migrate: setup
 	$(BIN)/jlg migrate

@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings, check_jwt_secret
 from jlg_pipeline.domain.errors import ConfigError, JlgError
+from jlg_pipeline.local.online_session import BEHAVIOURS as ONLINE_SESSION_BEHAVIOURS
 from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate
 from jlg_pipeline.tokens import mint_token
 
@@ -29,7 +30,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     down = sub.add_parser("downgrade", help="revert migrations to a revision (e.g. base)")
     down.add_argument("revision")
-    sub.add_parser("dev", help="LOCAL ONLY: run the whole system on this machine (Ctrl-C stops)")
+    dev = sub.add_parser(
+        "dev", help="LOCAL ONLY: run the whole system on this machine (Ctrl-C stops)"
+    )
+    dev.add_argument(
+        "--online-session",
+        choices=[*ONLINE_SESSION_BEHAVIOURS, "down"],
+        help="register through the HTTP registrar against a local online-session stand-in "
+        "that behaves so (ok; reject: 422 MEETING_DELETED; throttle: 429 Retry-After 30; "
+        "slow: 20 s per call; flaky: 503; down: nothing listens) instead of the local registrar",
+    )
     schedules = sub.add_parser("schedules", help="EventBridge schedules of armed sessions")
     schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
     schedules_sub.add_parser(
@@ -50,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "dev":
             from jlg_pipeline.local.stack import run_dev
 
-            return run_dev(REPOSITORY_ROOT)
+            return run_dev(REPOSITORY_ROOT, online_session=args.online_session)
         settings = Settings.from_env()
         if args.command == "token":
             if not settings.jwt_secret and not settings.jwt_public_key:

@@ -8,9 +8,9 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine, instance_storage_url
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 from jlg_pipeline.migrate import migrate
 from testkit.fault_proxy import FaultProxy, proxied_database
-from testkit.online_session import OnlineSessionService, online_session_service
 from tests.support import postgres
 
 

@@ -60,10 +60,10 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
+from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 from testkit.fault_proxy import FaultProxy, Mode, proxied_database
-from testkit.online_session import Answer, OnlineSessionService, online_session_service
 from testkit.processes import code_server_pids, run_worker_pids
 
 ON_TIME_S = 120.0

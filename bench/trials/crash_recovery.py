@@ -36,7 +36,7 @@ from bench.common import (
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
-from testkit.online_session import OnlineSessionService, online_session_service
+from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 
 STALE_MS = 3000
 

@@ -33,8 +33,8 @@ from bench.common import (
 )
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
+from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.local.stack import Children
-from testkit.online_session import Answer, online_session_service
 
 ON_TIME_AFTER_RECOVERY_S = 120.0
 

@@ -27,7 +27,8 @@ from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import aws as local_aws
 from jlg_pipeline.local import postgres as local_postgres
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.ports import require_free, wait_until_answers
+from jlg_pipeline.local.online_session import BEHAVIOURS, online_session_service
+from jlg_pipeline.local.ports import free_port, require_free, wait_until_answers
 from jlg_pipeline.local.seed import seed_demo
 from jlg_pipeline.log import configure_logging
 from jlg_pipeline.migrate import migrate
@@ -161,7 +162,14 @@ def _jwt_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def run_dev(root: Path) -> int:
+def run_dev(root: Path, online_session: str | None = None) -> int:
+    """The whole system on this machine. ``online_session``: register over HTTP against a
+    local stand-in behaving so (a name of online_session.BEHAVIOURS, or ``down``)."""
+    with contextlib.ExitStack() as resources:
+        return _run_dev(root, online_session, resources)
+
+
+def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitStack) -> int:
     configure_logging()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the readiness polls
     ports = Ports()
@@ -201,6 +209,7 @@ def run_dev(root: Path) -> int:
             standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
             standin.start()
 
+        registrar = _registrar(env, online_session, resources)
         migrate(pg.app_url)
         engine = bootstrap.build_engine(pg.app_url)
         try:
@@ -275,7 +284,7 @@ def run_dev(root: Path) -> int:
         wait_until_answers(f"http://127.0.0.1:{ports.web}/readyz", 60, children.running)
         wait_until_answers(f"http://127.0.0.1:{ports.dagster}/server_info", 120, children.running)
         if not children.exited():
-            _banner(root, ports, secret, demo_ids, logs, standin is not None)
+            _banner(root, ports, secret, demo_ids, logs, standin is not None, registrar)
 
         while not stop.is_set():
             dead = children.exited()
@@ -298,8 +307,37 @@ def run_dev(root: Path) -> int:
         pg.stop()
 
 
+def _registrar(env: dict[str, str], behaviour: str | None, resources: contextlib.ExitStack) -> str:
+    """Point the registrar at a local online-session stand-in that behaves as asked (in
+    ``env``); what the banner says about the registrar."""
+    if behaviour is None:
+        if env.get("JLG_REGISTRAR", "local") == "http":
+            return f"http: {env.get('JLG_ONLINE_SESSION_URL', '(no JLG_ONLINE_SESSION_URL)')}"
+        return "local (PostgreSQL-backed bulkRegister; --online-session=… for a misbehaving one)"
+    if behaviour == "down":
+        url = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
+    else:
+        service = resources.enter_context(online_session_service())
+        service.answer = BEHAVIOURS[behaviour]
+        url = service.url
+    env.update(
+        {
+            "JLG_REGISTRAR": "http",
+            "JLG_ONLINE_SESSION_URL": url,
+            "JLG_ONLINE_SESSION_TOKEN": "local-online-session-token",
+        }
+    )
+    return f"http: online-session stand-in at {url}, answering '{behaviour}'"
+
+
 def _banner(
-    root: Path, ports: Ports, secret: str, demo_ids: list[int], logs: Path, standin: bool
+    root: Path,
+    ports: Ports,
+    secret: str,
+    demo_ids: list[int],
+    logs: Path,
+    standin: bool,
+    registrar: str,
 ) -> None:
     token = mint_token(secret, user_id=1, roles=("admin",), ttl_seconds=12 * 3600)
     first = demo_ids[0]
@@ -315,6 +353,7 @@ jlg-pipeline is running (Ctrl-C stops everything)
   admin API        http://127.0.0.1:{ports.web}   (OpenAPI: /openapi.json, metrics: /metrics)
   Dagster UI       http://127.0.0.1:{ports.dagster}
   AWS              {where}
+  registrar        {registrar}
   logs             {logs}
   demo sessions    {", ".join(map(str, demo_ids))}
 

@@ -16,7 +16,7 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt, local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from testkit.online_session import Answer, online_session_service
+from jlg_pipeline.local.online_session import Answer, online_session_service
 from testkit.processes import run_worker_pids
 from tests.e2e.conftest import Stack
 from tests.support.factories import add_registrations, create_session, force_state

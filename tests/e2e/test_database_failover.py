@@ -16,8 +16,8 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.messages import build_message, cycle_id
 from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import OnlineSessionService
 from testkit.fault_proxy import FaultProxy, Mode
-from testkit.online_session import OnlineSessionService
 from tests.e2e.conftest import Stack
 from tests.support.factories import create_session, force_state
 

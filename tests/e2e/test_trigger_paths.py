@@ -14,8 +14,8 @@ from sqlalchemy import Engine, func, select
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
-from testkit.online_session import OnlineSessionService, online_session_service
 from tests.e2e.conftest import Stack
 from tests.support.factories import add_registrations, create_session, force_state
 

@@ -15,12 +15,12 @@ from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.run_records import COUNT_TAGS
 from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
-from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database

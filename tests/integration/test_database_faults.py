@@ -29,10 +29,10 @@ from jlg_pipeline.domain.models import (
     Trigger,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import OnlineSessionService
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.fault_proxy import FaultProxy, Mode
-from testkit.online_session import OnlineSessionService
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.resources import database
 from tests.support.served import served_app

@@ -34,6 +34,7 @@ from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.eventbridge_sync import (
     build_schedule_sync_sensor,
     join_link_schedule_sync_job,
@@ -42,7 +43,6 @@ from jlg_pipeline.orchestration.generation import build_generation_job, build_sh
 from jlg_pipeline.orchestration.tags import MAX_RUNTIME_TAG
 from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 from jlg_pipeline.services.program_session import ProgramSessionService
-from testkit.online_session import online_session_service
 from tests.integration.test_schedule_sync import _schedule, _sync
 from tests.support.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar

@@ -25,10 +25,10 @@ from jlg_pipeline.config import Environment, Settings
 from jlg_pipeline.domain.errors import NonRetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.services.generation import generate_for_session
-from testkit.online_session import Answer, online_session_service
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.served import rss_kib, served_app
 from tests.support.web import Aws, admin_headers, client_for, raw_token, settings_for

@@ -1,8 +1,9 @@
-"""A stand-in for the online-session service on a real local HTTP server, for the tests and
-benchmarks of the HTTP registrar. It answers bulkRegister as scripted (status,
-body, delay, a trickling answer, Retry-After, an echo of our request, raw bytes), can hold each
-session's first call until released (a run stopped or killed inside bulkRegister), and
-records what it was sent."""
+"""LOCAL ONLY: a stand-in for the online-session service on a real local HTTP server, for
+``jlg dev --online-session=…`` (a misbehaving service on demand) and the tests and benchmarks
+of the HTTP registrar. It answers bulkRegister as scripted (status, body, delay, a trickling
+answer, Retry-After, an echo of our request, raw bytes), absorbs a repeated Idempotency-Key as
+the real service does, can hold each session's first call until released (a run stopped or
+killed inside bulkRegister), and records what it was sent."""
 
 import json
 import threading
@@ -134,6 +135,17 @@ def _handler(service: OnlineSessionService) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+BEHAVIOURS: dict[str, Answer] = {
+    "ok": Answer(),
+    "reject": Answer(status=422, body=b'{"code": "MEETING_DELETED", "message": "no meeting"}'),
+    "throttle": Answer(status=429, body=b"{}", headers={"Retry-After": "30"}),
+    "slow": Answer(delay=20.0),
+    "flaky": Answer(status=503, body=b"{}"),
+}
+"""What ``jlg dev --online-session=<name>`` answers every bulkRegister with (``down``, no
+service at all, has no answer: nothing listens)."""
 
 
 @contextmanager
