@@ -436,3 +436,37 @@ def test_dagsters_storage_is_bounded_as_the_applications_is() -> None:
     ]
     assert INSTANCE_STORAGE_PARAMS.items() <= dict(make_url(documented).query).items()
     assert instance_storage_url(documented) == documented
+
+
+def test_the_kit_logs_and_sizes_runs_as_the_runbook_says() -> None:
+    """Run logs outlive their pods or tasks (S3, in every instance of the kit); a run pod's
+    size is set in one place per kit and is what the runbook says; the daemon runs our image."""
+    for relative in ("deploy/dagster-k8s.yaml", "deploy/dagster-ecs.yaml"):
+        logs = _load(relative)["compute_logs"]
+        assert (logs["module"], logs["class"]) == (
+            "dagster_aws.s3.compute_log_manager",
+            "S3ComputeLogManager",
+        )
+        assert logs["config"]["bucket"] == {"env": "DAGSTER_COMPUTE_LOG_BUCKET"}
+    [config] = [m for name, m in _manifests() if m["kind"] == "ConfigMap" and name == "config.yaml"]
+    assert config["data"]["DAGSTER_COMPUTE_LOG_BUCKET"], "runs and the webserver find the bucket"
+
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    manager = values["computeLogManager"]
+    assert manager["type"] == "S3ComputeLogManager"
+    assert manager["config"]["s3ComputeLogManager"]["bucket"]
+
+    [code] = values["dagster-user-deployments"]["deployments"]
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    assert "resources" not in launcher, "includeConfigInLaunchedRuns: the code location's win"
+    run_pod = code["resources"]
+    assert _load("deploy/dagster-k8s.yaml")["run_launcher"]["config"]["resources"] == run_pod
+    ecs = _load("deploy/dagster-ecs.yaml")["run_launcher"]["config"]["run_resources"]
+    assert int(ecs["memory"]) == 1024 == int(run_pod["limits"]["memory"].removesuffix("Gi")) * 1024
+    runbook = (ROOT / "docs" / "operations.md").read_text()
+    requests, limit = run_pod["requests"], run_pod["limits"]["memory"]
+    assert f"{requests['cpu']} / {requests['memory']}, limit {limit}" in runbook
+    assert "the daemon's task definition" in runbook, "ECS runs inherit the daemon's task"
+
+    daemon_image = values["dagsterDaemon"]["image"]["repository"]
+    assert daemon_image == code["image"]["repository"], "one image for every process"
