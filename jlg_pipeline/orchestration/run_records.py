@@ -3,13 +3,14 @@ trigger and session tagged when its op starts, its outcome and cycle when it end
 metadata (one session's outcome, or a table of every session a run of several handled)."""
 
 import statistics
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from dagster import Failure, MetadataValue, OpExecutionContext, Output
 
 from jlg_pipeline.domain.messages import cycle_id
 from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
+from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
     NO_CYCLE,
@@ -19,6 +20,7 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     trigger_of,
 )
+from jlg_pipeline.services.next_step import next_for_many
 from jlg_pipeline.services.sweep import FAILED
 
 FAILED_OUTCOME = FAILED
@@ -103,8 +105,10 @@ def finish(context: OpExecutionContext, report: SweepReport) -> Output[None]:
     )
     if report.failed:
         # After every other session had its turn: the UI shows the run failed, and why.
+        failed = [r for r in report.sessions if r.outcome == FAILED]
         raise Failure(
-            f"{report.failed} session(s) failed: {metadata['failed_session_ids']}",
+            f"{report.failed} session(s) failed: "
+            f"{next_for_many(failed, next_sweep_at(datetime.now(UTC)))}",
             metadata=metadata,
             allow_retries=False,
         )

@@ -4,10 +4,12 @@ Retryable failures come back by themselves (the watchdog after the wait, or this
 only has a result to record); a non-retryable one waits for the sweep, if it is on, and for a
 person to fix the cause."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jlg_pipeline.domain.errors import GenerationFailed
+from jlg_pipeline.domain.models import SessionResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +55,21 @@ def next_step(error: GenerationFailed, now: datetime, sweep_at: datetime | None)
         f"not retryable: the sweep at {sweep_at:%H:%M} UTC tries it again; fix the cause "
         "first, or re-arm the session (PATCH its time) to try sooner",
     )
+
+
+def next_for_many(failed: Sequence[SessionResult], sweep_at: datetime | None) -> str:
+    """What happens next to a run's failed sessions, in one line: the retryable ones come back
+    through the watchdog, the others wait for the sweep (or a person when it is off)."""
+    retryable = [r.session_id for r in failed if r.retryable]
+    refused = [r.session_id for r in failed if not r.retryable]
+    parts = []
+    if retryable:
+        parts.append(f"retryable {retryable}: the watchdog tries them again after their wait")
+    if refused:
+        later = (
+            f"the sweep at {sweep_at:%H:%M} UTC tries them again"
+            if sweep_at is not None
+            else "nothing tries them again (the sweep is off)"
+        )
+        parts.append(f"not retryable {refused}: {later}; fix the cause first")
+    return "; ".join(parts)

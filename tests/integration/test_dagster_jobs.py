@@ -296,7 +296,8 @@ def test_sweep_goes_past_a_failing_session_then_fails_the_run(engine: Engine, db
     assert statuses == [S.COMPLETED.value, S.FAILED.value, S.COMPLETED.value]
     failure = result.failure_data_for_node("sweep_overdue_sessions")
     assert failure is not None
-    assert str(ids[1]) in failure.error.message
+    first_line = failure.error.message.splitlines()[0]
+    assert f"retryable [{ids[1]}]: the watchdog tries them again after their wait" in first_line
     assert f"| {ids[1]} | failed |" in failure.user_failure_data.metadata["sessions"].value
 
 

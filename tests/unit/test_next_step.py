@@ -3,7 +3,8 @@
 from datetime import UTC, datetime
 
 from jlg_pipeline.domain.errors import GenerationFailed
-from jlg_pipeline.services.next_step import next_step
+from jlg_pipeline.domain.models import SessionResult
+from jlg_pipeline.services.next_step import next_for_many, next_step
 
 NOW = datetime(2026, 12, 4, 14, 30, 5, tzinfo=UTC)
 SWEEP = datetime(2026, 12, 4, 16, 0, tzinfo=UTC)
@@ -37,3 +38,16 @@ def test_a_refusal_waits_for_the_sweep_or_a_person() -> None:
     alone = next_step(_failed(retryable=False), NOW, None)
     assert (alone.by, alone.tag) == ("a person", "a person")
     assert "the sweep is off" in alone.text
+
+
+def test_a_run_of_many_says_it_for_each_kind_of_failure() -> None:
+    failed = [
+        SessionResult(3, "failed", retryable=True, retry_in_s=10),
+        SessionResult(4, "failed", retryable=False),
+    ]
+    line = next_for_many(failed, SWEEP)
+    assert line == (
+        "retryable [3]: the watchdog tries them again after their wait; "
+        "not retryable [4]: the sweep at 16:00 UTC tries them again; fix the cause first"
+    )
+    assert "the sweep is off" in next_for_many(failed[1:], None)
