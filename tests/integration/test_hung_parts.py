@@ -6,6 +6,7 @@ read, and no accepted time gives 500 under any client time zone."""
 
 import socket
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -229,14 +230,24 @@ def test_a_far_future_time_is_200_whatever_the_client_time_zone(
         assert listing.status_code == 200
 
 
-class SkewedClock:
-    """``datetime`` as seen by an app host whose clock is ``skew`` off the database's."""
+def _skew_every_clock(monkeypatch: pytest.MonkeyPatch, skew: timedelta) -> list[str]:
+    """Make every module of the app that reads ``datetime.now`` read a clock ``skew`` off the
+    database's (what an app host with a wrong clock reads); the modules so skewed."""
 
-    def __init__(self, skew: timedelta) -> None:
-        self._skew = skew
+    class Skewed(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) + skew
 
-    def now(self, tz: Any = None) -> datetime:
-        return datetime.now(tz) + self._skew
+    skewed = []
+    for name, module in list(sys.modules.items()):
+        if (
+            name.split(".")[0] in ("jlg_pipeline", "web")
+            and getattr(module, "datetime", None) is datetime
+        ):
+            monkeypatch.setattr(module, "datetime", Skewed)
+            skewed.append(name)
+    return skewed
 
 
 @pytest.mark.parametrize("skew", [timedelta(hours=-1), timedelta(hours=1)])
@@ -245,7 +256,8 @@ def test_the_database_clock_alone_decides_in_the_future(
 ) -> None:
     """The app host's clock is an hour off: a time just past is still refused, one just ahead
     is still accepted, as the clock that decides "due" (the database's) says."""
-    monkeypatch.setattr(web.routes, "datetime", SkewedClock(skew), raising=False)
+    skewed = _skew_every_clock(monkeypatch, skew)
+    assert "jlg_pipeline.services.program_session" in skewed, skewed
     sid = create_session(engine)
     path = f"/program-session/{sid}/link-generation"
     with client_for(settings_for(db_url, aws.queue_arn), aws.scheduler) as http:
