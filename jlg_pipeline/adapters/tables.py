@@ -26,6 +26,7 @@ from sqlalchemy import (
     text,
 )
 
+from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 metadata = MetaData()
@@ -211,7 +212,7 @@ schedule_outbox = Table(
 
 # Migration 0005: the attempt history (DESIGN.md "Attempt history"). Each claim opens a row,
 # each mark closes it, in the same statement as the session's state change.
-ATTEMPT_OUTCOMES = ("IN_PROGRESS", "COMPLETED", "FAILED", "SUPERSEDED", "RECLAIMED")
+ATTEMPT_OUTCOMES = tuple(outcome.value for outcome in AttemptOutcome)
 
 generation_attempt = Table(
     "jlg_generation_attempt",

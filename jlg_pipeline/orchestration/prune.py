@@ -100,7 +100,7 @@ def build_prune_schedule(retention_days: float) -> ScheduleDefinition:
             run_config={
                 "ops": {"prune_dagster_runs": {"config": {"olderThanDays": retention_days}}}
             },
-            tags={TRIGGER_TAG: "cron"},
+            tags={TRIGGER_TAG: Trigger.CRON.value},
         )
 
     return join_link_dagster_prune_schedule
