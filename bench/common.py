@@ -1,5 +1,6 @@
 """Shared by the benchmark scripts: a throwaway migrated database and a result table."""
 
+import argparse
 import os
 import platform
 import re
@@ -258,3 +259,34 @@ def group_cpu_seconds(pgid: int) -> dict[str, float]:
         elif "spawn_main" in cmdline:
             cpu["run workers"] += own
     return cpu
+
+
+class Targets:
+    """The targets of one benchmark run: each figure checked against its target prints PASS
+    or MISS beside it; :meth:`finish` lists the misses and, with ``--strict``, exits 1."""
+
+    def __init__(self) -> None:
+        self.missed: list[str] = []
+
+    def at_most(self, name: str, value: float, target: float) -> str:
+        return self._verdict(name, value, target, value <= target, "≤")
+
+    def at_least(self, name: str, value: float, target: float) -> str:
+        return self._verdict(name, value, target, value >= target, "≥")
+
+    def _verdict(self, name: str, value: float, target: float, met: bool, sign: str) -> str:
+        if not met:
+            self.missed.append(f"{name}: {value:.3g}, target {sign} {target:g}")
+        return "PASS" if met else "MISS"
+
+    def finish(self, strict: bool) -> None:
+        if self.missed:
+            print("\nMISS: " + "; ".join(self.missed))
+        if strict and self.missed:
+            raise SystemExit(1)
+
+
+def strict_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a figure misses its target"
+    )

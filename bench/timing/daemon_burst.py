@@ -25,6 +25,7 @@ from pathlib import Path
 from sqlalchemy import Engine, text
 
 from bench.common import (
+    Targets,
     add_registrants,
     bench_database,
     dagster_env,
@@ -35,6 +36,7 @@ from bench.common import (
     moto_process,
     start_daemon,
     status_counts,
+    strict_option,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
@@ -194,7 +196,9 @@ def main() -> None:
         "--shared", type=int, default=100, help="JLG_MAX_SESSIONS_PER_RUN of the sharing mode"
     )
     parser.add_argument("--modes", default="default,shared", help="default, shared or both")
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     modes = {"default": 1, "shared": args.shared}
     cases = [
         run_case(size, modes[mode])
@@ -217,6 +221,7 @@ def main() -> None:
                 c.by_trigger,
                 f"{c.peak_mib:.0f} MiB",
                 str(c.twice),
+                _verdict(c, targets),
             )
             for c in cases
         ],
@@ -231,6 +236,7 @@ def main() -> None:
             "completed by",
             "peak RSS",
             "twice",
+            "",
         ),
     )
     by_size: dict[int, dict[int, Case]] = {}
@@ -251,6 +257,20 @@ def main() -> None:
             ratios,
             ("sessions", "time to all COMPLETED", "CPU until every run ended"),
         )
+    targets.finish(args.strict)
+
+
+def _verdict(case: Case, targets: Targets) -> str:
+    """The targets are sharing's (one run per message is the baseline, expected to miss)."""
+    if case.per_run == 1:
+        return ""
+    name = f"{case.sessions} shared"
+    verdicts = [
+        targets.at_most(f"{name}: all COMPLETED after (s)", case.all_completed_s, 120),
+        targets.at_most(f"{name}: CPU-s per session", case.cpu_at_end / case.sessions, 0.1),
+        targets.at_most(f"{name}: generated twice", case.twice, 0),
+    ]
+    return "MISS" if "MISS" in verdicts else "PASS"
 
 
 if __name__ == "__main__":

@@ -10,7 +10,16 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bench.common import bench_database, contended, machine, reset_due_sessions, table, timed
+from bench.common import (
+    Targets,
+    bench_database,
+    contended,
+    machine,
+    reset_due_sessions,
+    strict_option,
+    table,
+    timed,
+)
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Trigger
@@ -52,7 +61,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sessions", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=1000)
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     with bench_database("jlg_bench_gate") as url:
         engine = create_engine(url, pool_size=2, max_overflow=0)
         results = []
@@ -72,10 +83,12 @@ def main() -> None:
                     "repository.claim (SQLAlchemy Core)",
                     f"{repo_rate:,.0f}",
                     f"{repo_rate / raw_rate:.2f}x",
+                    "≥ 0.80x",
+                    targets.at_least("claims/s vs raw", repo_rate / raw_rate, 0.80),
                 ),
-                ("raw psycopg, the same statement", f"{raw_rate:,.0f}", "1.00x"),
+                ("raw psycopg, the same statement", f"{raw_rate:,.0f}", "1.00x", "", ""),
             ],
-            ("path", "claims/s", "vs raw (target ≥ 0.80x)"),
+            ("path", "claims/s", "vs raw", "target", ""),
         )
         reset_due_sessions(engine, 1)
         rounds, exactly_one, total = contended(url, engine, args.rounds)
@@ -87,11 +100,13 @@ def main() -> None:
                     str(exactly_one),
                     str(total),
                     "0" if total == rounds else str(total - rounds),
+                    targets.at_least("rounds with exactly one winner", exactly_one, rounds),
                 )
             ],
-            ("rounds", "rounds with exactly one winner", "total wins", "duplicate wins"),
+            ("rounds", "rounds with exactly one winner", "total wins", "duplicate wins", ""),
         )
         engine.dispose()
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import argparse
 
 from sqlalchemy import Engine, select, text
 
-from bench.common import bench_database, machine, median_seconds, table
+from bench.common import Targets, bench_database, machine, median_seconds, strict_option, table
 from bench.timing.sweep_query import populate
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
@@ -50,7 +50,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--waiting", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=200)
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     with bench_database("jlg_bench_sync_idle") as url:
         engine = create_engine(url)
         populate(engine.execution_options(isolation_level="AUTOCOMMIT"), args.rows, 5_000)
@@ -74,18 +76,27 @@ def main() -> None:
     table(
         f"Schedule sync idle check: {args.rows:,} sessions ({machine()})",
         [
-            ("one session by primary key", f"{pk * 1000:.3f}", "1.00x"),
-            ("idle check, nothing pending", f"{empty * 1000:.3f}", f"{empty / pk:.2f}x"),
+            ("one session by primary key", f"{pk * 1000:.3f}", "1.00x", "", ""),
+            (
+                "idle check, nothing pending",
+                f"{empty * 1000:.3f}",
+                f"{empty / pk:.2f}x",
+                "≤ 2x",
+                targets.at_most("idle check vs primary key", empty / pk, 2.0),
+            ),
             (
                 f"idle check, {args.waiting:,} changes waiting, none due",
                 f"{waiting * 1000:.3f}",
                 f"{waiting / pk_again:.2f}x",
+                "≤ 2x",
+                targets.at_most("idle check with waiting vs primary key", waiting / pk_again, 2.0),
             ),
         ],
-        ("query", "median ms", "vs primary key"),
+        ("query", "median ms", "vs primary key", "target", ""),
     )
     print("\nEXPLAIN, nothing pending:\n" + plan_empty)
     print(f"\nEXPLAIN, {args.waiting:,} waiting:\n" + plan_waiting)
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":
