@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import Engine
 
 from jlg_pipeline.local.stack import DEV_ENV_FILE, write_dev_env
-from tests.e2e.conftest import ROOT, Stack
+from tests.e2e.conftest import Stack
+from tests.support import ROOT
 from tests.support.factories import create_session, session_row
 
 pytestmark = pytest.mark.timeout(300)

@@ -26,12 +26,12 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.stack import Children
+from tests.support import ROOT
 from tests.support.factories import add_registrations, create_session, force_state, session_row
 from tests.support.web import JWT_ENV, admin_headers
 from web.server import command
 
 pytestmark = pytest.mark.timeout(300)
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # What a Dagster process needs to reach its instance, and nothing of the application.
 DAGSTER_ONLY = ("PATH", "HOME", "LANG")

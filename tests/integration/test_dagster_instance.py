@@ -13,11 +13,10 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
+from tests.support import ROOT
 from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_instance_config_is_postgres_queued_and_limited_per_session(

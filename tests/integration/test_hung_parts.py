@@ -58,7 +58,6 @@ from tests.support.web import (
 )
 
 S = LinkGenerationStatus
-ROOT = Path(__file__).resolve().parents[2]
 GENERATION = build_generation_job()
 SHARED = build_shared_generation_job(retry_delay_seconds=0.01)
 SYNC_SENSOR = build_schedule_sync_sensor(GENERATION)

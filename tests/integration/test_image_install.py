@@ -14,9 +14,7 @@ from sqlalchemy import text
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.migrate import alembic_config
-from tests.support import postgres
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT, postgres
 
 
 def _build_stage_sources() -> list[str]:

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from sqlalchemy import Engine
 
@@ -16,11 +15,11 @@ from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import GenerationResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
+from tests.support import ROOT
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 
 S = LinkGenerationStatus
-ROOT = Path(__file__).resolve().parents[2]
 STALE_MS = 1000
 
 

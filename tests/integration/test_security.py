@@ -33,7 +33,6 @@ from tests.support.factories import create_session, force_state, session_row
 from tests.support.served import rss_kib, served_app
 from tests.support.web import Aws, admin_headers, client_for, raw_token, settings_for
 
-ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_TOKEN = "online-session-token-5d0c2f9e71"
 
 

@@ -17,10 +17,9 @@ from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BAT
 from jlg_pipeline.orchestration.run_requests import covered_in
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
+from tests.support import ROOT
 from tests.support.resources import sqs_queue
 from tests.support.web import Aws
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # The reference: what a valid message is, written from the contract (DESIGN.md "SQS
 # message"), not from the code under test.

@@ -10,7 +10,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from jlg_pipeline.adapters.database import normalize_url
@@ -20,11 +19,12 @@ from jlg_pipeline.local.postgres import (
     drop_database,
     reachable,
 )
+from tests.support import ROOT
 
 __all__ = ["create_database", "drop_database", "new_database_name", "server_url"]
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-EMBEDDED_DIR = Path(__file__).resolve().parents[2] / TEST_DATA_DIR
+EMBEDDED_DIR = ROOT / TEST_DATA_DIR
 
 
 @contextmanager

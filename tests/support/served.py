@@ -8,10 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from jlg_pipeline.local.ports import free_port, wait_until_answers
+from tests.support import ROOT
 from tests.support.web import JWT_ENV
 from web.server import command
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager

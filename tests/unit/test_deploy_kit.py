@@ -7,7 +7,6 @@ image of ours must be."""
 import importlib
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -24,9 +23,9 @@ from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import INSTANCE_STORAGE_PARAMS, instance_storage_url
 from jlg_pipeline.config import Environment, Settings
+from tests.support import ROOT
 from web.server import command
 
-ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 INSTANCES = ["dagster.yaml", "deploy/dagster-k8s.yaml", "deploy/dagster-ecs.yaml"]
 KUBERNETES_VERSION = "1.31.0"

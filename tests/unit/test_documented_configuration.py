@@ -2,9 +2,9 @@
 setting cannot ship undocumented in one of them."""
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 OURS = re.compile(r"\b((?:JLG|ENABLE|AWS_SCHEDULER|DAGSTER)_[A-Z0-9_]+)\b")
 
 

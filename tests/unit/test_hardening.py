@@ -12,9 +12,8 @@ from jlg_pipeline import cli
 from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Environment, Settings, timing_windows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import stack
+from tests.support import ROOT
 from web.app import create_app
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_example_secret_is_the_one_in_env_example() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 PACKAGE = ROOT / "jlg_pipeline"
 FRAMEWORKS = {"dagster", "starlette", "uvicorn"}
 AWS = {"boto3", "botocore"}

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +15,9 @@ import yaml
 
 from jlg_pipeline.adapters.metrics_snapshot import MetricsSnapshot
 from jlg_pipeline.adapters.orchestrator_health import Instigator, OrchestratorSnapshot
+from tests.support import ROOT
 from web.metrics import Metrics, Reading, database_figures, orchestrator_figures
 
-ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "deploy" / "monitoring"
 # PromQL words that look like metric names but are not.
 PROMQL = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}

@@ -3,9 +3,8 @@
 import subprocess
 from pathlib import Path
 
+from tests.support import ROOT
 from tests.support.secrets import find_secrets
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_scan_finds_what_it_looks_for() -> None:
