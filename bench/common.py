@@ -7,12 +7,15 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, text
 
@@ -290,3 +293,20 @@ def strict_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when a figure misses its target"
     )
+
+
+@contextmanager
+def private_postgres() -> Iterator[tuple[str, Any, Path]]:
+    """A PostgreSQL of the benchmark's own (the pgserver wheel, under .data/), so it can be
+    restarted or failed over: (its URL, the server, its data directory); deleted after."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
+
+    (ROOT / ".data").mkdir(exist_ok=True)
+    data = Path(tempfile.mkdtemp(prefix="jlg-bench-pg-", dir=ROOT / ".data"))
+    server: Any = pgserver.get_server(str(data), cleanup_mode="delete")  # type: ignore[attr-defined]
+    try:
+        yield normalize_url(server.get_uri()), server, data
+    finally:
+        server.cleanup()

@@ -52,10 +52,10 @@ from bench.common import (
     dagster_env,
     machine,
     moto_process,
+    private_postgres,
     start_daemon,
 )
 from bench.timing.front_door import JWT_ENV, admin_headers, serve
-from bench.trials.hung_parts import private_postgres
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN

@@ -33,12 +33,9 @@ import statistics
 import tempfile
 import threading
 import time
-import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 from sqlalchemy import text
@@ -51,11 +48,12 @@ from bench.common import (
     dagster_env,
     machine,
     moto_process,
+    private_postgres,
     start_daemon,
     table,
 )
 from bench.timing.front_door import JWT_ENV, admin_headers, serve
-from jlg_pipeline.adapters.database import create_engine, normalize_url
+from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.stack import Children
@@ -84,21 +82,6 @@ class Record:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     triggers: dict[int, str] = field(default_factory=dict)
     """session -> the trigger of its COMPLETED attempt."""
-
-
-@contextlib.contextmanager
-def private_postgres() -> Iterator[tuple[str, Any, Path]]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        import pgserver
-
-    (ROOT / ".data").mkdir(exist_ok=True)
-    data = Path(tempfile.mkdtemp(prefix="jlg-bench-pg-", dir=ROOT / ".data"))
-    server: Any = pgserver.get_server(str(data), cleanup_mode="delete")  # type: ignore[attr-defined]
-    try:
-        yield normalize_url(server.get_uri()), server, data
-    finally:
-        server.cleanup()
 
 
 def run(
