@@ -4,7 +4,6 @@ the watchdog's). Every job carries its lane and its runtime bound (``dagster/max
 its tags, so every run of it does. Both call ``generate_for_session`` and nothing else
 generates (TRD dec-09)."""
 
-import time
 from datetime import UTC, datetime
 
 from dagster import (
@@ -53,7 +52,7 @@ from jlg_pipeline.orchestration.tags import (
 )
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.next_step import next_step
-from jlg_pipeline.services.sweep import generate_each, summarize
+from jlg_pipeline.services.sweep import generate_retrying_unrecorded
 
 RETRY_DELAY_SECONDS = 10.0
 
@@ -163,23 +162,13 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
                 run_id=context.run_id,
             )
 
-        report = generate_each(
-            list(options), generate, left_behind=0, concurrency=database.concurrency
+        final = generate_retrying_unrecorded(
+            list(options),
+            generate,
+            concurrency=database.concurrency,
+            retries=MAX_RETRY_ATTEMPTS,
+            first_delay_s=retry_delay_seconds,
         )
-        results = {s.session_id: s for s in report.sessions}
-        for retry in range(MAX_RETRY_ATTEMPTS):
-            # Only a result this run could not record is retried here (resuming its claim);
-            # a session the watchdog comes back for never holds the run.
-            again = [s.session_id for s in results.values() if s.retryable and s.retry_in_s is None]
-            if not again:
-                break
-            time.sleep(retry_delay_seconds * 2**retry)
-            context.log.info(f"retrying {len(again)} session(s): {again}")
-            retried = generate_each(
-                again, generate, left_behind=0, concurrency=database.concurrency
-            )
-            results.update({s.session_id: s for s in retried.sessions})
-        final = summarize([results[sid] for sid in options], left_behind=0)
         outcome = (
             FAILED_OUTCOME
             if final.failed

@@ -3,6 +3,7 @@ every session through the one gate, a bounded few at once (the TRD bounds bulk-j
 and one failing session never stops or delays the rest."""
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -102,6 +103,36 @@ def generate_each(
     else:
         sessions = [_generate_one(sid, generate) for sid in session_ids]
     return summarize(sessions, left_behind=left_behind)
+
+
+def generate_retrying_unrecorded(
+    session_ids: Sequence[int],
+    generate: Generate,
+    *,
+    concurrency: int,
+    retries: int,
+    first_delay_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SweepReport:
+    """Each session through ``generate`` (a run of several), then up to ``retries`` more
+    rounds, ``first_delay_s`` doubling between them, for the sessions whose result this run
+    could not record (retryable, with no wait for the watchdog): only their own run can
+    resume their claim. A session the watchdog comes back for never holds the run."""
+    results = {
+        s.session_id: s
+        for s in generate_each(
+            session_ids, generate, left_behind=0, concurrency=concurrency
+        ).sessions
+    }
+    for retry in range(retries):
+        again = [s.session_id for s in results.values() if s.retryable and s.retry_in_s is None]
+        if not again:
+            break
+        sleep(first_delay_s * 2**retry)
+        log_event(logger, logging.INFO, "generation.retrying_in_run", sessions=len(again))
+        retried = generate_each(again, generate, left_behind=0, concurrency=concurrency)
+        results.update({s.session_id: s for s in retried.sessions})
+    return summarize([results[sid] for sid in session_ids], left_behind=0)
 
 
 def summarize(sessions: Sequence[SessionResult], *, left_behind: int) -> SweepReport:

@@ -5,9 +5,9 @@ import logging
 
 import pytest
 
-from jlg_pipeline.domain.errors import RetryableGenerationFailed
+from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult
-from jlg_pipeline.services.sweep import generate_each
+from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 from tests.support.logs import fields_of
 
 
@@ -38,3 +38,31 @@ def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
 def test_nothing_to_do() -> None:
     report = generate_each([], lambda _: pytest.fail("nothing to generate"), left_behind=0)
     assert (report.found, report.completed, report.failed) == (0, 0, 0)
+
+
+def test_only_results_this_run_could_not_record_are_retried_in_it() -> None:
+    """A run of several retries, in rounds with doubling waits, only the sessions whose result
+    it could not record; the ones left for the watchdog and the refused ones are not called
+    again, and the run never waits for them."""
+    calls: dict[int, int] = {}
+
+    def generate(session_id: int) -> GenerationOutcome:
+        calls[session_id] = calls.get(session_id, 0) + 1
+        if session_id == 1 and calls[1] < 3:
+            raise RetryableGenerationFailed("unrecorded", session_id=1, attempt=1, retryable=True)
+        if session_id == 2:
+            raise RetryableGenerationFailed(
+                "503", session_id=2, attempt=1, retryable=True, retry_in_s=20
+            )
+        if session_id == 3:
+            raise GenerationFailed("422", session_id=3, attempt=1, retryable=False)
+        return GenerationOutcome(session_id, GenerationResult.COMPLETED, attempt=1)
+
+    waits: list[float] = []
+    report = generate_retrying_unrecorded(
+        [1, 2, 3, 4], generate, concurrency=2, retries=5, first_delay_s=1.0, sleep=waits.append
+    )
+    assert calls == {1: 3, 2: 1, 3: 1, 4: 1}
+    assert waits == [1.0, 2.0], "two rounds for session 1, then nothing left to retry"
+    assert (report.completed, report.failed) == (2, 2)
+    assert [s.session_id for s in report.sessions] == [1, 2, 3, 4], "in the order given"
