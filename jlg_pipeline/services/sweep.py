@@ -43,17 +43,9 @@ def sweep_overdue_sessions(
     limit = validation.positive_limit(limit, "batchLimit")
     due_total = repository.count_due_for_fallback_generation()
     candidates = repository.find_due_for_fallback_generation(limit)
-    log_event(
-        logger, logging.INFO, "sweep.found", found=len(candidates), due_total=due_total, limit=limit
+    return _generate_batch(
+        "sweep", [c.id for c in candidates], due_total, generate, concurrency, limit=limit
     )
-    report = generate_each(
-        [c.id for c in candidates],
-        generate,
-        left_behind=max(due_total - len(candidates), 0),
-        concurrency=concurrency,
-    )
-    _log_finished("sweep.finished", report)
-    return report
 
 
 def backfill_window(
@@ -70,23 +62,44 @@ def backfill_window(
     limit = validation.positive_limit(limit, "limit")
     due_total = repository.count_due_in_window(start, end)
     candidates = repository.find_due_in_window(start, end, limit)
-    log_event(
-        logger,
-        logging.INFO,
-        "backfill.found",
-        found=len(candidates),
-        due_total=due_total,
+    return _generate_batch(
+        "backfill",
+        [c.id for c in candidates],
+        due_total,
+        generate,
+        concurrency,
         limit=limit,
         start=start.isoformat(),
         end=end.isoformat(),
     )
+
+
+def _generate_batch(
+    kind: str,
+    candidates: Sequence[int],
+    due_total: int,
+    generate: Generate,
+    concurrency: int,
+    **context: str | int,
+) -> SweepReport:
+    """The sweep's and the backfill's one loop: log what was found, generate each candidate,
+    count the due ones past the limit as left behind, log the counts."""
+    log_event(
+        logger,
+        logging.INFO,
+        f"{kind}.found",
+        exc_info=None,
+        found=len(candidates),
+        due_total=due_total,
+        **context,
+    )
     report = generate_each(
-        [c.id for c in candidates],
+        candidates,
         generate,
         left_behind=max(due_total - len(candidates), 0),
         concurrency=concurrency,
     )
-    _log_finished("backfill.finished", report)
+    _log_finished(f"{kind}.finished", report)
     return report
 
 
