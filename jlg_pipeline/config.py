@@ -154,7 +154,7 @@ class Settings(BaseSettings):
     max_sessions_per_run: int = Field(
         1, validation_alias="JLG_MAX_SESSIONS_PER_RUN", ge=1, le=MAX_SESSIONS_PER_RUN
     )
-    """Sessions one generation run may share (DESIGN.md "Bursts"): 1 is one run per message."""
+    """Sessions one generation run may share (docs/design.md "Bursts"): 1 is one run per message."""
     generation_concurrency: int = Field(
         GENERATION_CONCURRENCY,
         validation_alias="JLG_GENERATION_CONCURRENCY",

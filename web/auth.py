@@ -1,4 +1,4 @@
-"""Bearer JWT authentication (TRD §Security Design, pinned in DESIGN.md).
+"""Bearer JWT authentication (TRD §Security Design, pinned in docs/design.md).
 
 401: no bearer, or a token that is malformed, signed with another key, expired or missing
 ``exp``/``sub``/``roles``, whose ``exp`` is not a number or lies further ahead than the

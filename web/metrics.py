@@ -28,7 +28,7 @@ from jlg_pipeline.log import log_event
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 REFRESH_S = 15.0
-"""How old the database's figures on /metrics may be (DESIGN.md: at most 15 s)."""
+"""How old the database's figures on /metrics may be (docs/design.md: at most 15 s)."""
 
 # A label takes only these values: a method as sent would let any client mint new series.
 STANDARD_METHODS = frozenset(

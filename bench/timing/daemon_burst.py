@@ -1,4 +1,4 @@
-"""Burst benchmark (DESIGN.md "Bursts"): a cohort of N sessions sharing one fire time, its
+"""Burst benchmark (docs/design.md "Bursts"): a cohort of N sessions sharing one fire time, its
 events delivered to SQS at that time, through the real dagster-daemon (SQS sensor,
 QueuedRunCoordinator, the watchdog) until every session is COMPLETED and every run has
 ended. Each size runs in both modes, side by side: the default (one run per message) and

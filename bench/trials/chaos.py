@@ -22,7 +22,7 @@ Invariants (each breach printed as a violation):
 - no PATCH answered 200 is lost: the session keeps the time of its last accepted PATCH (or
   of a later one whose answer was lost in a fault).
 
-Shared runs are on (``JLG_MAX_SESSIONS_PER_RUN=25``, as DESIGN.md "Bursts" advises for
+Shared runs are on (``JLG_MAX_SESSIONS_PER_RUN=25``, as docs/design.md "Bursts" advises for
 cohorts); everything else is the default configuration.
 """
 

@@ -6,7 +6,7 @@ service answers 429 with ``Retry-After: 30`` for three minutes, then recovers.
 The sessions' events arrive on SQS (moto in its own process) at the storm's start and go
 through ``join_link_sqs_sensor`` into shared runs (``JLG_MAX_SESSIONS_PER_RUN=25``); the
 registrar is HTTP, against the testkit's online-session stand-in. Counted, beside the
-targets (DESIGN.md "Whatever fails"): sessions left FAILED, bulkRegister calls during the
+targets (docs/design.md "Whatever fails"): sessions left FAILED, bulkRegister calls during the
 storm and the most in any one Retry-After interval after the first 429 (the calls already
 in flight when it came excepted), how long after the recovery the last session was
 COMPLETED, and cycles with more than one job at the service.

@@ -1,6 +1,6 @@
 """The figures ``/metrics`` shows from the database, read in one go. The web app reads them in
 the background at most every few seconds and scrapes render the last reading, so a scrape
-costs the same whatever the tables' size (DESIGN.md "Attempt history")."""
+costs the same whatever the tables' size (docs/design.md "Attempt history")."""
 
 from dataclasses import dataclass, field
 from datetime import timedelta

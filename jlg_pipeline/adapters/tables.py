@@ -176,7 +176,7 @@ local_join_link = Table(
     ),
 )
 
-# Migration 0004: the schedule outbox (DESIGN.md "Schedule sync"). One row per session whose
+# Migration 0004: the schedule outbox (docs/design.md "Schedule sync"). One row per session whose
 # desired EventBridge state is not applied yet; applied rows are deleted, so the table holds
 # only pending work and the sensor's idle check reads an empty index.
 schedule_change_version = Sequence("jlg_schedule_outbox_version_seq", metadata=metadata)
@@ -210,7 +210,7 @@ schedule_outbox = Table(
     Index("ix_schedule_outbox_pending_fire", "fire_at", postgresql_where=text("NOT direct")),
 )
 
-# Migration 0005: the attempt history (DESIGN.md "Attempt history"). Each claim opens a row,
+# Migration 0005: the attempt history (docs/design.md "Attempt history"). Each claim opens a row,
 # each mark closes it, in the same statement as the session's state change.
 ATTEMPT_OUTCOMES = tuple(outcome.value for outcome in AttemptOutcome)
 
@@ -249,7 +249,7 @@ generation_attempt = Table(
     ),
 )
 
-# Migration 0006: the intent history (DESIGN.md "Operators"). Every admin set/clear, written
+# Migration 0006: the intent history (docs/design.md "Operators"). Every admin set/clear, written
 # by the same statement as the session's UPDATE; never changed afterwards.
 link_generation_change = Table(
     "jlg_link_generation_change",

@@ -17,7 +17,7 @@ MAX_EVENT_AGE_SECONDS = 86_400
 # left over from a superseded, later schedule can still not generate early.
 DUE_TOLERANCE_MS = 60 * 1000
 
-# Beyond the TRD (the watchdog, DESIGN.md "Hung parts and crashed hosts"): a due session no
+# Beyond the TRD (the watchdog, docs/design.md "Hung parts and crashed hosts"): a due session no
 # live attempt holds is claimed this long after its time, whatever became of its event.
 # Longer than the real-time path takes (EventBridge fires within the minute, then the
 # sensor and the run's start), short enough to claim within 2 minutes.

@@ -1,4 +1,4 @@
-"""The one-time EventBridge schedule for a session, as plain data (DESIGN.md, pinned)."""
+"""The one-time EventBridge schedule for a session, as plain data (docs/design.md, pinned)."""
 
 import json
 from dataclasses import dataclass

@@ -1,5 +1,5 @@
 """Schedule sync as plain decisions: what applying a pending change does, and when a change
-that failed is tried again (DESIGN.md "Schedule sync", pinned)."""
+that failed is tried again (docs/design.md "Schedule sync", pinned)."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta

@@ -1,4 +1,4 @@
-"""The JOIN_LINK_GENERATION SQS message (TRD event-01), pinned in DESIGN.md.
+"""The JOIN_LINK_GENERATION SQS message (TRD event-01), pinned in docs/design.md.
 
 Built by the scheduler as the schedule's target input; parsed by the queue consumer.
 """

@@ -1,4 +1,4 @@
-"""When a retryable failure is tried again, decided in time, not counts (DESIGN.md "Whatever
+"""When a retryable failure is tried again, decided in time, not counts (docs/design.md "Whatever
 fails"): a session whose bulkRegister failed retryably is re-attempted by the watchdog once
 its wait is over, for as long as its cycle is younger than the real-time path's budget (the
 TRD's 24 h event age); the wait is the service's ``Retry-After`` when it sent one, else a

@@ -1,7 +1,7 @@
 """EventBridge schedule sync in Dagster (the one-time EventBridge schedules, not Dagster's
 cron schedules): ``join_link_schedule_sync_job`` applies the pending schedule changes, and
 ``join_link_schedule_sync_sensor`` launches it only while changes are due for a try, and
-launches the direct generation runs of near times once they are due (DESIGN.md "Schedule
+launches the direct generation runs of near times once they are due (docs/design.md "Schedule
 sync"). The sensor's check is two probes of one small index; when nothing is due it asks
 for nothing."""
 

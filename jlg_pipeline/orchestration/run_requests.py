@@ -5,7 +5,7 @@ A sensor asks for runs per unit of work (an SQS message, a direct launch), each 
 run key. With ``JLG_MAX_SESSIONS_PER_RUN`` at 1 every unit gets its own one-session run under
 that run key; above 1, one tick's units share runs of up to that many sessions, and each
 shared run carries a ``jlg/covers.<run key>`` tag per unit it covers, so a redelivered
-message (or a launch seen again) finds its run whatever run it went into (DESIGN.md
+message (or a launch seen again) finds its run whatever run it went into (docs/design.md
 "Bursts")."""
 
 import hashlib

@@ -5,7 +5,7 @@ batches and asks for one run per new valid message, run key from the SQS message
 messages a tick asked runs for stay on the queue, invisible, and are listed in the sensor's
 cursor; Dagster stores that cursor together with the run requests, so the next tick finds
 their runs in the instance and deletes them. A tick that fails or is lost deletes nothing
-valid (DESIGN.md "Delivery guarantees"). SQS errors fail the tick.
+valid (docs/design.md "Delivery guarantees"). SQS errors fail the tick.
 
 With ``JLG_MAX_SESSIONS_PER_RUN`` above 1 a tick's valid messages share
 ``join_link_shared_generation_job`` runs of up to that many sessions, each run tagged with

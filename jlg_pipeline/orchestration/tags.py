@@ -25,7 +25,7 @@ SYNC_MAX_RUNTIME_S = 15 * 60
 GENERATION_MAX_RUNTIME_S = 60 * 60
 """One session: six bulkRegister calls of at most 300 s each, with their backoff."""
 LONG_MAX_RUNTIME_S = 3 * 60 * 60
-"""Sweeps, backfills, shared runs and pruning (DESIGN.md: at most 3 hours)."""
+"""Sweeps, backfills, shared runs and pruning (docs/design.md: at most 3 hours)."""
 
 
 def run_tags(lane: Lane, max_runtime_s: int, **tags: str) -> dict[str, str]:

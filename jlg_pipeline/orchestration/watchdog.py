@@ -1,9 +1,9 @@
 """``join_link_watchdog_sensor``: a due session that no live attempt holds is claimed within
 2 minutes of its time, whatever became of its event: never scheduled, lost, delivered late,
 its run dead before it claimed, a stuck or dead sync run, a zombie run holding the session's
-slot (DESIGN.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
+slot (docs/design.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
 database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time,
-stale IN_PROGRESS ones, and FAILED ones whose retryable failure's wait is over (DESIGN.md
+stale IN_PROGRESS ones, and FAILED ones whose retryable failure's wait is over (docs/design.md
 "Whatever fails"; nothing while the online-session service asked for a pause), and
 launches shared runs for them (trigger ``watchdog``, lane
 ``recovery``, no per-session tag, so nothing stuck on the real-time path can hold them in the

@@ -1,5 +1,5 @@
 """The queue consumer's logic (TRD JoinLinkGenerationProcessor, minus the generation, which
-runs in its own Dagster run), acknowledging after the run exists (DESIGN.md "Delivery
+runs in its own Dagster run), acknowledging after the run exists (docs/design.md "Delivery
 guarantees").
 
 A tick first acknowledges the messages the previous tick asked runs for, deleting each one

@@ -5,7 +5,7 @@ The admin's UPDATE writes the desired schedule state to the outbox in the same t
 (the retries): it takes the session's newest pending change, calls EventBridge, and retires
 the change only if nothing newer replaced it, so the newest intent wins whatever order calls
 finish in. A time under DIRECT_WITHIN away gets no schedule: the sync sensor launches its run
-when due (DESIGN.md "Schedule sync").
+when due (docs/design.md "Schedule sync").
 """
 
 import logging

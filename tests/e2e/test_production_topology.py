@@ -1,4 +1,4 @@
-"""The production topology on this machine (DESIGN.md "Deployment"): the code location served
+"""The production topology on this machine (docs/design.md "Deployment"): the code location served
 on its own by ``dagster api grpc -m jlg_pipeline.definitions``, as the Helm chart's user-code
 deployment runs it; a daemon and a webserver that know only its address (the shipped
 deploy/workspace.yaml) and carry no application setting at all; two admin-API replicas

@@ -1,4 +1,4 @@
-"""Attempt history (DESIGN.md "Attempt history") on real PostgreSQL: every claim opens a
+"""Attempt history (docs/design.md "Attempt history") on real PostgreSQL: every claim opens a
 record and every mark closes it in the same transaction as the state change, so the record
 and the row never disagree."""
 

@@ -1,4 +1,4 @@
-"""Bursts (DESIGN.md "Bursts"): with JLG_MAX_SESSIONS_PER_RUN above 1 one sensor tick's
+"""Bursts (docs/design.md "Bursts"): with JLG_MAX_SESSIONS_PER_RUN above 1 one sensor tick's
 messages (or due direct launches) share runs, each session still through its own claim; by
 default one run per message, as the design card asks. The SQS sensor runs against moto and a
 real Dagster instance, the runs against real PostgreSQL."""

@@ -1,4 +1,4 @@
-"""Hung parts and crashed hosts (DESIGN.md, pinned), on real PostgreSQL, the served app and a
+"""Hung parts and crashed hosts (docs/design.md, pinned), on real PostgreSQL, the served app and a
 real Dagster instance: a silent EventBridge never holds the admin, an exhausted pool is 503,
 near times go direct whatever a sync run does, the watchdog claims what no live attempt
 holds, every run is bounded, resync writes only valid messages, /metrics shows only what it

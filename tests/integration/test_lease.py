@@ -1,4 +1,4 @@
-"""Leases (DESIGN.md "Delivery guarantees"): a live attempt renews its claim however slow
+"""Leases (docs/design.md "Delivery guarantees"): a live attempt renews its claim however slow
 bulkRegister is; a stopped process renews nothing, is reclaimed, and is fenced on resume."""
 
 import json

@@ -1,4 +1,4 @@
-"""Schedule sync through the outbox (DESIGN.md "Schedule sync"), on real PostgreSQL with the
+"""Schedule sync through the outbox (docs/design.md "Schedule sync"), on real PostgreSQL with the
 real EventBridge adapter against moto: a PATCH whose AWS call fails still reaches EventBridge
 through the sync; the newest intent wins whatever order calls finish in; near times go
 direct; with the flag off nothing is left pending; resync rebuilds from the database."""

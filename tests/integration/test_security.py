@@ -1,4 +1,4 @@
-"""The hardening pinned in DESIGN.md "Security", one test per finding, through the served
+"""The hardening pinned in docs/design.md "Security", one test per finding, through the served
 app and real PostgreSQL: secrets from upstream answers, /readyz, forged actors, tokens,
 times, bodies (a real uvicorn), metric labels."""
 

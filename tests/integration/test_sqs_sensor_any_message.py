@@ -21,7 +21,7 @@ from tests.support import ROOT
 from tests.support.resources import sqs_queue
 from tests.support.web import Aws
 
-# The reference: what a valid message is, written from the contract (DESIGN.md "SQS
+# The reference: what a valid message is, written from the contract (docs/design.md "SQS
 # message"), not from the code under test.
 printable = st.characters(exclude_categories=("Cc", "Cs"))
 valid_text = st.text(printable, min_size=1, max_size=64).filter(str.strip)

@@ -1,4 +1,4 @@
-"""The record tells the truth (DESIGN.md "Operators", "Attempt history"), on real PostgreSQL
+"""The record tells the truth (docs/design.md "Operators", "Attempt history"), on real PostgreSQL
 and real Dagster instances: runs' tags tell their own story (re-executions, hand launches,
 failures), a closed attempt never changes and a zombie's late job stays visible, counters
 only grow, the backfill says what it left, and every admin change is on record."""

@@ -1,4 +1,4 @@
-"""The attempt history and the session listing over HTTP (DESIGN.md "Attempt history"): the
+"""The attempt history and the session listing over HTTP (docs/design.md "Attempt history"): the
 pinned shapes, paging by id with and without a status filter, 400 for anything else, and the
 same auth and 404s as the other route."""
 

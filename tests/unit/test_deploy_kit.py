@@ -1,4 +1,4 @@
-"""The deployment kit (DESIGN.md "Deployment"), checked offline: every instance configuration
+"""The deployment kit (docs/design.md "Deployment"), checked offline: every instance configuration
 through Dagster's own validation of each configurable class it names (the instance's
 top-level check lets a launcher's typo through), the Kubernetes manifests against the
 Kubernetes schema, the Helm values for what they must hold, and the Dockerfile for what an

@@ -1,4 +1,4 @@
-"""Start-up refusals and local files (DESIGN.md "Security"), without I/O beyond tmp_path."""
+"""Start-up refusals and local files (docs/design.md "Security"), without I/O beyond tmp_path."""
 
 import os
 import stat

@@ -1,5 +1,5 @@
 """The pure decisions of schedule sync: what applying a change does, and when a failed one
-is tried again (DESIGN.md "Schedule sync")."""
+is tried again (docs/design.md "Schedule sync")."""
 
 from datetime import UTC, datetime, timedelta
 

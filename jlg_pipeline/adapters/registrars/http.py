@@ -1,4 +1,4 @@
-"""bulkRegister over HTTP against the online-session service (DESIGN.md, pinned).
+"""bulkRegister over HTTP against the online-session service (docs/design.md, pinned).
 
 One call has an overall deadline (connect, send and reading the whole answer) and reads at
 most ``max_answer_bytes``: httpx's own timeouts apply per read, so an answer that trickles in
