@@ -1,17 +1,24 @@
-"""``jlg dev --online-session=<behaviour>``: the local stack registers over HTTP against the
-shipped stand-in, which answers every call as asked, and the banner says which registrar is
-active. Checked through the real HTTP registrar built from the environment jlg dev writes."""
+"""The local tools: ``jlg dev --online-session=<behaviour>`` registers over HTTP against the
+shipped stand-in, which answers every call as asked (checked through the real HTTP registrar
+built from the environment jlg dev writes), and the banner says which registrar is active;
+the dev.env it writes, its port check, and ``jlg token``'s limits."""
 
 import contextlib
+import socket
+import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
 from jlg_pipeline import bootstrap
+from jlg_pipeline.cli import main
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
-from jlg_pipeline.local.stack import _registrar
+from jlg_pipeline.local.ports import require_free
+from jlg_pipeline.local.stack import _registrar, write_dev_env
+from tests.support.web import SECRET
 
 
 def _call(env: dict[str, str], engine: Engine) -> object:
@@ -60,3 +67,37 @@ def test_ok_answers_a_job_and_without_a_behaviour_the_local_registrar_stays(engi
     untouched: dict[str, str] = {}
     assert _registrar(untouched, None, contextlib.ExitStack()).startswith("local")
     assert untouched == {}
+
+
+def test_dev_env_carries_the_registrar_token(tmp_path: Path) -> None:
+    path = tmp_path / "dev.env"
+    write_dev_env(
+        path,
+        {
+            "JLG_REGISTRAR": "http",
+            "JLG_ONLINE_SESSION_URL": "http://127.0.0.1:9/",
+            "JLG_ONLINE_SESSION_TOKEN": "a-token",
+        },
+    )
+    assert "export JLG_ONLINE_SESSION_TOKEN=a-token" in path.read_text()
+
+
+def test_a_port_in_time_wait_counts_as_free() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    accepted.close()  # the server side closes first: its port goes to TIME_WAIT
+    time.sleep(0.1)
+    client.close()
+    server.close()
+    require_free(port, "the moto server")
+
+
+def test_jlg_token_refuses_a_lifetime_the_api_would_refuse(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("JLG_JWT_SECRET", SECRET)
+    assert main(["token", "--ttl", "999999"]) == 2
+    assert "--ttl must be from 1 to 86400" in capsys.readouterr().err
+    assert main(["token", "--ttl", "3600"]) == 0

@@ -3,11 +3,8 @@ and real Dagster instances: runs' tags tell their own story (re-executions, hand
 failures), a closed attempt never changes and a zombie's late job stays visible, counters
 only grow, the backfill says what it left, and every admin change is on record."""
 
-import socket
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,20 +13,17 @@ from sqlalchemy import Engine, text
 from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.cli import main
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.ports import require_free
-from jlg_pipeline.local.stack import write_dev_env
 from jlg_pipeline.orchestration.fallback import BACKFILL_DAYS, backfill_partitions_from
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.sweep import backfill_window
 from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
-from tests.support.web import SECRET, Aws, admin_headers, client_for, settings_for, token
+from tests.support.web import Aws, admin_headers, client_for, settings_for, token
 
 S = LinkGenerationStatus
 GENERATION = build_generation_job(retry_delay_seconds=0)
@@ -287,37 +281,3 @@ def test_the_changes_route_answers_like_the_others(engine: Engine, http: TestCli
     document = http.get("/openapi.json").json()
     assert "/program-session/{id}/link-generation/changes" in document["paths"]
     assert "ChangeResponse" in document["components"]["schemas"]
-
-
-def test_dev_env_carries_the_registrar_token(tmp_path: Path) -> None:
-    path = tmp_path / "dev.env"
-    write_dev_env(
-        path,
-        {
-            "JLG_REGISTRAR": "http",
-            "JLG_ONLINE_SESSION_URL": "http://127.0.0.1:9/",
-            "JLG_ONLINE_SESSION_TOKEN": "a-token",
-        },
-    )
-    assert "export JLG_ONLINE_SESSION_TOKEN=a-token" in path.read_text()
-
-
-def test_a_port_in_time_wait_counts_as_free() -> None:
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    client = socket.create_connection(("127.0.0.1", port))
-    accepted, _ = server.accept()
-    accepted.close()  # the server side closes first: its port goes to TIME_WAIT
-    time.sleep(0.1)
-    client.close()
-    server.close()
-    require_free(port, "the moto server")
-
-
-def test_jlg_token_refuses_a_lifetime_the_api_would_refuse(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("JLG_JWT_SECRET", SECRET)
-    assert main(["token", "--ttl", "999999"]) == 2
-    assert "--ttl must be from 1 to 86400" in capsys.readouterr().err
-    assert main(["token", "--ttl", "3600"]) == 0
