@@ -372,7 +372,9 @@ class Outcome:
 
 
 @contextlib.contextmanager
-def whole_system(home: Path, sessions: int) -> Iterator[tuple[System, str, list[int], Engine]]:
+def whole_system(
+    home: Path, sessions: int, settings: dict[str, str]
+) -> Iterator[tuple[System, str, list[int], Engine]]:
     """Everything started and wired through its fault box; yields the system, the web app's
     base URL, the sessions to arm and an engine on the database (not through its box)."""
     from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
@@ -416,6 +418,7 @@ def whole_system(home: Path, sessions: int) -> Iterator[tuple[System, str, list[
             ENABLE_JOIN_LINK_FALLBACK_CRON="true",
             AWS_SCHEDULER_TARGET_QUEUE_ARN=aws.queue_arn,
             AWS_SCHEDULER_EXECUTION_ROLE_ARN=EXECUTION_ROLE_ARN,
+            **settings,
         )
         # EventBridge's own delivery talks to moto directly: its faults are ours to call.
         standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
@@ -448,8 +451,11 @@ def whole_system(home: Path, sessions: int) -> Iterator[tuple[System, str, list[
             engine.dispose()
 
 
-def run(timeline: Timeline, sessions: int, home: Path) -> Outcome:
-    with whole_system(home, sessions) as (system, base, ids, engine):
+def run(
+    timeline: Timeline, sessions: int, home: Path, settings: dict[str, str] | None = None
+) -> Outcome:
+    """``settings``: environment for the web app and the daemon over the trial's own."""
+    with whole_system(home, sessions, settings or {}) as (system, base, ids, engine):
         time.sleep(20)  # the daemon loads the code location
         record = Record()
         stop = threading.Event()
@@ -606,15 +612,26 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=0, help="default: one every 4 s")
     parser.add_argument("--keep", type=Path, help="copy the processes' logs here")
     parser.add_argument("--strict", action="store_true", help="exit 1 on any violation")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the web app and the daemon (e.g. JLG_ONLINE_SESSION_TIMEOUT_S=60)",
+    )
     args = parser.parse_args()
+    settings = dict(item.split("=", 1) for item in args.set)
     length_s = args.minutes * 60
     timeline = Timeline.draw(args.seed, length_s)
     sessions = args.sessions or int((length_s - QUIET_TAIL_S - 60) / 4)
-    print(f"# chaos, seed {args.seed}, {args.minutes:g} min, {sessions} sessions, {machine()}")
+    shown = "".join(f", {name}={value}" for name, value in settings.items())
+    print(
+        f"# chaos, seed {args.seed}, {args.minutes:g} min, {sessions} sessions{shown}, {machine()}"
+    )
     print("\n".join(timeline.lines()))
     (ROOT / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jlg-chaos-", dir=ROOT / ".data") as home:
-        outcome = run(timeline, sessions, Path(home))
+        outcome = run(timeline, sessions, Path(home), settings)
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             for log in Path(home).glob("*.log"):
