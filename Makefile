@@ -30,10 +30,11 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Two workers per core's worth of waiting: most tests wait on a daemon, a socket or PostgreSQL,
+# Two workers, an idle one taking tests a busy one has not started (worksteal: the e2e tier is
+# long and collected together): most tests wait on a daemon, a socket or PostgreSQL,
 # each worker has its own databases, and killing tests touch only their own process group.
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term:skip-covered
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-report=term:skip-covered
 	$(BIN)/coverage report --include='$(CORE)' --fail-under=80
 
 # The same PostgreSQL tests on an embedded server started by the suite itself, as on a

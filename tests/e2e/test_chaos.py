@@ -12,7 +12,7 @@ pytestmark = pytest.mark.timeout(900)
 
 SEED = 20261204
 LENGTH_S = 300.0
-SESSIONS = 24
+SESSIONS = 12
 
 
 def test_a_seeded_chaos_run_keeps_every_invariant(tmp_path: Path) -> None:
