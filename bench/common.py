@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from jlg_pipeline.adapters.database import instance_storage_url, normalize_url
-from jlg_pipeline.local.aws import LocalAws, connect_moto
+from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws, connect_moto
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.postgres import create_database, drop_database
 from jlg_pipeline.local.stack import Children
@@ -310,3 +310,18 @@ def private_postgres() -> Iterator[tuple[str, Any, Path]]:
         yield normalize_url(server.get_uri()), server, data
     finally:
         server.cleanup()
+
+
+def aws_through(aws: LocalAws, endpoint_url: str) -> dict[str, str]:
+    """The real-time path's AWS settings (scheduler on, the queue, the schedule target) with
+    every call the app and the daemon make going to ``endpoint_url`` (a fault box in front of
+    ``aws``) instead of to moto itself."""
+    return {
+        **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
+        "AWS_ENDPOINT_URL": endpoint_url,
+        "JLG_SQS_QUEUE_URL": aws.queue_url.replace(aws.endpoint_url, endpoint_url),
+        "ENABLE_JOIN_LINK_SCHEDULER": "true",
+        "ENABLE_JOIN_LINK_FALLBACK_CRON": "true",
+        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": EXECUTION_ROLE_ARN,
+    }

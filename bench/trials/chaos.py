@@ -48,6 +48,7 @@ from sqlalchemy import Engine, text
 from bench.common import (
     ROOT,
     add_registrants,
+    aws_through,
     bench_database,
     dagster_env,
     machine,
@@ -58,7 +59,6 @@ from bench.common import (
 from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
@@ -406,18 +406,12 @@ def whole_system(
             home,
             dagster_url,
             through,
-            **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
-            AWS_ENDPOINT_URL=aws_url,
+            **aws_through(aws, aws_url),
             **JWT_ENV,
             JLG_REGISTRAR="http",
             JLG_ONLINE_SESSION_URL=f"http://127.0.0.1:{service_box.port}/",
             JLG_ONLINE_SESSION_TOKEN="chaos-service-token",  # noqa: S106 - local stand-in
             JLG_MAX_SESSIONS_PER_RUN="25",
-            JLG_SQS_QUEUE_URL=aws.queue_url.replace(aws.endpoint_url, aws_url),
-            ENABLE_JOIN_LINK_SCHEDULER="true",
-            ENABLE_JOIN_LINK_FALLBACK_CRON="true",
-            AWS_SCHEDULER_TARGET_QUEUE_ARN=aws.queue_arn,
-            AWS_SCHEDULER_EXECUTION_ROLE_ARN=EXECUTION_ROLE_ARN,
             **settings,
         )
         # EventBridge's own delivery talks to moto directly: its faults are ours to call.

@@ -44,6 +44,7 @@ from bench.common import (
     ROOT,
     add_registrants,
     add_sessions,
+    aws_through,
     bench_database,
     dagster_env,
     machine,
@@ -54,7 +55,6 @@ from bench.common import (
 )
 from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
@@ -105,15 +105,9 @@ def run(
             home,
             dagster_url,
             url,
-            **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
-            AWS_ENDPOINT_URL=box_url,
+            **aws_through(aws, box_url),
             JLG_REGISTRAR="local",
             **JWT_ENV,
-            JLG_SQS_QUEUE_URL=aws.queue_url.replace(aws.endpoint_url, box_url),
-            ENABLE_JOIN_LINK_SCHEDULER="true",
-            ENABLE_JOIN_LINK_FALLBACK_CRON="true",
-            AWS_SCHEDULER_TARGET_QUEUE_ARN=aws.queue_arn,
-            AWS_SCHEDULER_EXECUTION_ROLE_ARN=EXECUTION_ROLE_ARN,
         )
         standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
         standin.start()
