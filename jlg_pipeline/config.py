@@ -13,6 +13,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from jlg_pipeline.domain.constants import GENERATION_CONCURRENCY, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
+from jlg_pipeline.domain.run_sharing import (
+    DEFAULT_MAX_SESSIONS_PER_RUN,
+    DEFAULT_SHARE_ABOVE,
+    MAX_SESSIONS_PER_RUN,
+    RunSharing,
+)
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jlg"
 MIN_JWT_SECRET_BYTES = 32
@@ -22,8 +28,6 @@ EXAMPLE_JWT_SECRET = "change-me-to-a-long-random-secret-of-32-bytes-or-more"  # 
 DEFAULT_JWT_MAX_TTL_S = 86_400
 DEFAULT_ONLINE_SESSION_TIMEOUT_S = 300.0
 MIN_TEST_WINDOW_MS = 1000
-MAX_SESSIONS_PER_RUN = 1000
-"""A run's config lists its sessions, and a sensor tick receives at most 500 messages."""
 MAX_GENERATION_CONCURRENCY = 32
 
 
@@ -152,9 +156,17 @@ class Settings(BaseSettings):
     jwt_audience: str | None = Field(None, validation_alias="JLG_JWT_AUDIENCE")
     jwt_max_ttl_s: int = Field(DEFAULT_JWT_MAX_TTL_S, validation_alias="JLG_JWT_MAX_TTL_S", gt=0)
     max_sessions_per_run: int = Field(
-        1, validation_alias="JLG_MAX_SESSIONS_PER_RUN", ge=1, le=MAX_SESSIONS_PER_RUN
+        DEFAULT_MAX_SESSIONS_PER_RUN,
+        validation_alias="JLG_MAX_SESSIONS_PER_RUN",
+        ge=1,
+        le=MAX_SESSIONS_PER_RUN,
     )
-    """Sessions one generation run may share (docs/design.md "Bursts"): 1 is one run per message."""
+    """Sessions one shared generation run holds at most (docs/design.md "Bursts"); 1 never
+    shares."""
+    share_runs_above: int = Field(
+        DEFAULT_SHARE_ABOVE, validation_alias="JLG_SHARE_RUNS_ABOVE", ge=0, le=10_000
+    )
+    """Units waiting for a run up to which each gets its own run; 0 always shares."""
     generation_concurrency: int = Field(
         GENERATION_CONCURRENCY,
         validation_alias="JLG_GENERATION_CONCURRENCY",
@@ -234,6 +246,9 @@ class Settings(BaseSettings):
                 "JLG_REGISTRAR=http needs JLG_ONLINE_SESSION_URL and JLG_ONLINE_SESSION_TOKEN"
             )
         return self
+
+    def run_sharing(self) -> RunSharing:
+        return RunSharing(self.max_sessions_per_run, self.share_runs_above)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":

@@ -39,9 +39,10 @@ def build_definitions(environ: Mapping[str, str]) -> Definitions:
     """The code location from ``environ``; raises ConfigError for a configuration that cannot
     work (the code location then fails to load, saying which variable)."""
     settings = Settings.from_env(environ)
-    per_run = settings.max_sessions_per_run
+    sharing = settings.run_sharing()
     generation_job = build_generation_job()
     shared_job = build_shared_generation_job()
+    generation_jobs = [generation_job, shared_job]
     return Definitions(
         jobs=[
             generation_job,
@@ -52,8 +53,8 @@ def build_definitions(environ: Mapping[str, str]) -> Definitions:
             join_link_dagster_prune_job,
         ],
         sensors=[
-            build_sqs_sensor(settings.sqs_sensor_interval_s, per_run),
-            build_schedule_sync_sensor(generation_job if per_run == 1 else shared_job, per_run),
+            build_sqs_sensor(settings.sqs_sensor_interval_s, sharing, generation_jobs),
+            build_schedule_sync_sensor(generation_jobs, sharing),
             build_watchdog_sensor(shared_job),
         ],
         schedules=[

@@ -131,10 +131,10 @@ def malformed_bodies(count: int) -> tuple[str, ...]:
             sqs.send_message(QueueUrl=url, MessageBody=body)
             sent += 1
             try:
-                accepted = drain(queue, run_exists=lambda _: False).accepted
+                accepted = drain(queue, runs_exist=lambda _: set()).accepted
                 runs += len(accepted)
                 # What the next tick does once their runs exist.
-                acknowledge(queue, [a.message for a in accepted], lambda _: True)
+                acknowledge(queue, [a.message for a in accepted], set)
             except Exception:  # noqa: BLE001 - counting crashes is the point
                 crashes += 1
 

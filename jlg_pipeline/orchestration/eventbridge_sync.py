@@ -5,6 +5,7 @@ launches the direct generation runs of near times once they are due (docs/design
 sync"). The sensor's check is two probes of one small index; when nothing is due it asks
 for nothing."""
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Protocol
 
@@ -34,12 +35,9 @@ from jlg_pipeline.domain.eventbridge_sync import SYNC_BATCH_LIMIT, DirectLaunch,
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
 from jlg_pipeline.orchestration.resources import RunDatabase
-from jlg_pipeline.orchestration.run_requests import (
-    Work,
-    covered_in,
-    run_requests_for,
-)
+from jlg_pipeline.orchestration.run_requests import Work, covering, requests_for
 from jlg_pipeline.orchestration.tags import (
     MAX_RUNTIME_TAG,
     SYNC_MAX_RUNTIME_S,
@@ -114,14 +112,14 @@ def _sync_request() -> RunRequest:
 
 
 def build_schedule_sync_sensor(
-    launch_job: JobDefinition, max_sessions_per_run: int = 1
+    generation_jobs: Sequence[JobDefinition], sharing: RunSharing = DEFAULT_SHARING
 ) -> SensorDefinition:
-    """``launch_job`` runs the direct launches: ``join_link_generation_job`` one session a
-    run, or ``join_link_shared_generation_job`` when ``max_sessions_per_run`` is above 1."""
+    """``generation_jobs`` run the direct launches: ``join_link_generation_job`` one session
+    a run while few are due, ``join_link_shared_generation_job`` once more are."""
 
     @sensor(
         name="join_link_schedule_sync_sensor",
-        jobs=[join_link_schedule_sync_job, launch_job],
+        jobs=[join_link_schedule_sync_job, *generation_jobs],
         minimum_interval_seconds=SYNC_SENSOR_INTERVAL_S,
         default_status=DefaultSensorStatus.RUNNING,
         description="Launches join_link_schedule_sync_job while schedule changes are due for "
@@ -130,13 +128,13 @@ def build_schedule_sync_sensor(
     def join_link_schedule_sync_sensor(
         context: SensorEvaluationContext, database: ResourceParam[RunDatabase]
     ) -> SensorResult | SkipReason:
-        return _tick(context.instance, ScheduleOutbox(database.engine), max_sessions_per_run)
+        return _tick(context.instance, ScheduleOutbox(database.engine), sharing)
 
     return join_link_schedule_sync_sensor
 
 
 def _tick(
-    instance: DagsterInstance, outbox: ScheduleOutbox, max_sessions_per_run: int
+    instance: DagsterInstance, outbox: ScheduleOutbox, sharing: RunSharing
 ) -> SensorResult | SkipReason:
     if not Flags.read().scheduler_enabled:
         if outbox.any_rows() and not _sync_in_flight(instance):
@@ -145,19 +143,19 @@ def _tick(
     # Decided in the database, whatever a sync run (stuck, dead or behind a hung AWS) does.
     outbox.direct_near()
     launches, sync_due = outbox.due_work()
-    exists = covered_in(instance, shared=max_sessions_per_run > 1)
+    existing = covering(instance)([direct_run_key(launch) for launch in launches])
     work: list[Work] = []
     launched = 0
     for launch in launches:
         run_key = direct_run_key(launch)
-        if exists(run_key):
+        if run_key in existing:
             # Its run exists (asked for on an earlier tick): the launch is done.
             outbox.retire_direct(launch)
             launched += 1
             continue
         request = BulkRegisterRequest(launch.session_id, actor_user_id=launch.actor_user_id)
         work.append(Work(run_key, request, correlation_id(launch.session_id)))
-    requests = run_requests_for(work, Trigger.DIRECT, max_sessions_per_run)
+    requests = requests_for(instance, work, Trigger.DIRECT, sharing)
     waiting = _sync_in_flight(instance) if sync_due else None
     if sync_due and waiting is None:
         requests.append(_sync_request())

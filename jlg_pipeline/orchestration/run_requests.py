@@ -2,20 +2,21 @@
 lookup the sensors use to acknowledge what they asked for.
 
 A sensor asks for runs per unit of work (an SQS message, a direct launch), each named by a
-run key. With ``JLG_MAX_SESSIONS_PER_RUN`` at 1 every unit gets its own one-session run under
-that run key; above 1, one tick's units share runs of up to that many sessions, and each
-shared run carries a ``jlg/covers.<run key>`` tag per unit it covers, so a redelivered
-message (or a launch seen again) finds its run whatever run it went into (docs/design.md
-"Bursts")."""
+run key. While few units wait each gets its own one-session run under that run key; once more
+wait, one tick's units share runs of up to ``JLG_MAX_SESSIONS_PER_RUN`` sessions
+(``domain/run_sharing.py``). Every run carries a ``jlg/covers.<run key>`` tag per unit it
+covers, so a redelivered message (or a launch seen again) finds its run whatever run it went
+into, with one lookup for a whole batch (docs/design.md "Bursts")."""
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dagster import Config, DagsterInstance, RunRequest, RunsFilter
+from dagster import Config, DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.run_sharing import RunSharing
 from jlg_pipeline.orchestration.tags import CORRELATION_TAG, RUN_KEY_TAG, SESSION_TAG, TRIGGER_TAG
 
 GENERATE_OP = "generate_join_links"
@@ -24,6 +25,12 @@ SHARED_GENERATE_OP = "generate_join_links_shared"
 SHARED_GENERATION_JOB = "join_link_shared_generation_job"
 COVERS_TAG_PREFIX = "jlg/covers."
 COVERED = "1"
+LOOKUP_CHUNK = 500
+"""Run keys one lookup names at most (an IN list on Dagster's run-tags index)."""
+NOT_STARTED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING]
+
+Covering = Callable[[Sequence[str]], set[str]]
+"""Of these run keys, those a run exists for."""
 
 
 class GenerateJoinLinksConfig(Config):
@@ -73,8 +80,13 @@ def covers_tag(key: str) -> str:
 def generation_run_request(
     request: BulkRegisterRequest, trigger: Trigger, run_key: str, correlation_id: str | None
 ) -> RunRequest:
-    """A ``join_link_generation_job`` run for one session, tagged with it and its trigger."""
-    tags = {SESSION_TAG: str(request.session_id), TRIGGER_TAG: trigger.value}
+    """A ``join_link_generation_job`` run for one session, tagged with it, its trigger and
+    the unit it covers."""
+    tags = {
+        SESSION_TAG: str(request.session_id),
+        TRIGGER_TAG: trigger.value,
+        covers_tag(run_key): COVERED,
+    }
     if correlation_id:
         tags[CORRELATION_TAG] = correlation_id[:200]
     return RunRequest(
@@ -152,15 +164,34 @@ def _shared_run_key(keys: Sequence[str]) -> str:
     return "shared-" + hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
 
 
-def covered_in(instance: DagsterInstance, *, shared: bool) -> Callable[[str], bool]:
-    """Whether a run covering the unit with this run key exists: by the run key itself for
-    one-session runs, by the ``jlg/covers.<key>`` tag for shared ones (one indexed query on
-    Dagster's run tags either way, as its own sensor daemon dedupes run keys). After
-    ``JLG_MAX_SESSIONS_PER_RUN`` changes, a unit asked for under the other setting is not
-    found and asks once more: its session's claim skips it, so nothing is generated twice."""
+def requests_for(
+    instance: DagsterInstance, work: Sequence[Work], trigger: Trigger, sharing: RunSharing
+) -> list[RunRequest]:
+    """The runs for a tick's units: a run each while few wait, shared runs once more do."""
+    per_run = sharing.sessions_per_run(len(work), lambda: runs_not_started(instance))
+    return run_requests_for(work, trigger, per_run)
 
-    def exists(key: str) -> bool:
-        tags: Mapping[str, str] = {covers_tag(key): COVERED} if shared else {RUN_KEY_TAG: key}
-        return bool(instance.get_run_ids(filters=RunsFilter(tags=tags), limit=1))
 
-    return exists
+def runs_not_started(instance: DagsterInstance) -> int:
+    """Runs of any job queued or starting: the line a new single run would join."""
+    return instance.get_runs_count(filters=RunsFilter(statuses=NOT_STARTED))
+
+
+def covering(instance: DagsterInstance) -> Covering:
+    """Which of these units a run exists for: by the ``jlg/covers.<key>`` tags every run the
+    sensors ask for carries, then, for the rest, by run key (a one-session run asked for
+    before runs carried the tag). Two indexed queries a chunk of keys, however many."""
+
+    def covered(keys: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(keys), LOOKUP_CHUNK):
+            chunk = list(keys[start : start + LOOKUP_CHUNK])
+            tagged = instance.get_run_tags(tag_keys=[covers_tag(k) for k in chunk])
+            found |= {tag.removeprefix(COVERS_TAG_PREFIX) for tag, _ in tagged}
+            rest = [k for k in chunk if k not in found]
+            if rest:
+                runs = instance.get_runs(filters=RunsFilter(tags={RUN_KEY_TAG: rest}))
+                found |= {run.tags[RUN_KEY_TAG] for run in runs} & set(rest)
+        return found
+
+    return covered

@@ -1,23 +1,23 @@
 """``join_link_sqs_sensor``: the real-time path's consumer (TRD SqsPollerService + processor).
 
-Each tick acknowledges (deletes) the messages whose runs now exist, then drains bounded
-batches and asks for one run per new valid message, run key from the SQS message id. The
+Each tick acknowledges (deletes) the messages whose runs now exist, then drains the queue
+until it is empty or the tick's budget is spent, and asks for runs for the new valid
+messages: a ``join_link_generation_job`` run each (run key from the SQS message id) while few
+wait, ``join_link_shared_generation_job`` runs of up to ``JLG_MAX_SESSIONS_PER_RUN`` once
+more do (``domain/run_sharing.py``); every run is tagged with the messages it covers. The
 messages a tick asked runs for stay on the queue, invisible, and are listed in the sensor's
 cursor; Dagster stores that cursor together with the run requests, so the next tick finds
 their runs in the instance and deletes them. A tick that fails or is lost deletes nothing
 valid (docs/design.md "Delivery guarantees"). SQS errors fail the tick.
-
-With ``JLG_MAX_SESSIONS_PER_RUN`` above 1 a tick's valid messages share
-``join_link_shared_generation_job`` runs of up to that many sessions, each run tagged with
-the messages it covers (``run_requests``), and a tick drains enough batches to fill one.
 """
 
 import json
-import math
+from collections.abc import Sequence
 
 from dagster import (
     DagsterInstance,
     DefaultSensorStatus,
+    JobDefinition,
     ResourceParam,
     SensorEvaluationContext,
     SensorResult,
@@ -28,24 +28,11 @@ from dagster import (
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
+from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.resources import QueueIntake
-from jlg_pipeline.orchestration.run_requests import (
-    GENERATION_JOB,
-    SHARED_GENERATION_JOB,
-    Work,
-    covered_in,
-    run_requests_for,
-)
-from jlg_pipeline.services.event_intake import (
-    DEFAULT_MAX_BATCHES,
-    AcceptedEvent,
-    RunExists,
-    acknowledge,
-    drain,
-)
-
-MAX_BATCHES_PER_TICK = 50
-"""500 messages: well inside a tick's 60 s (each costs one run-tag lookup)."""
+from jlg_pipeline.orchestration.run_requests import Work, covering, requests_for
+from jlg_pipeline.services.event_intake import AcceptedEvent, RunsExist, acknowledge, drain
 
 
 def run_key_for(message_id: str) -> str:
@@ -60,15 +47,15 @@ def work_for(accepted: AcceptedEvent) -> Work:
     )
 
 
-def run_exists_in(instance: DagsterInstance, *, shared: bool = False) -> RunExists:
-    """Looks a message's run up: by its run key, or by the tag of the shared run covering it."""
-    exists = covered_in(instance, shared=shared)
-    return lambda message_id: exists(run_key_for(message_id))
+def runs_exist_in(instance: DagsterInstance) -> RunsExist:
+    """Looks messages' runs up, a batch at a time, whatever run covers each."""
+    covered = covering(instance)
 
+    def exist(message_ids: Sequence[str]) -> set[str]:
+        keys = {run_key_for(m): m for m in message_ids}
+        return {keys[key] for key in covered(list(keys))}
 
-def batches_per_tick(max_sessions_per_run: int) -> int:
-    """Receive batches (of 10) a tick takes: enough to fill one shared run."""
-    return min(max(DEFAULT_MAX_BATCHES, math.ceil(max_sessions_per_run / 10)), MAX_BATCHES_PER_TICK)
+    return exist
 
 
 def encode_pending(accepted: list[AcceptedEvent]) -> str:
@@ -94,19 +81,23 @@ def decode_pending(cursor: str | None) -> list[QueueMessage]:
 
 
 def build_sqs_sensor(  # type: ignore[no-untyped-def]
-    minimum_interval_seconds: int, max_sessions_per_run: int = 1
+    minimum_interval_seconds: int,
+    sharing: RunSharing = DEFAULT_SHARING,
+    jobs: Sequence[JobDefinition] | None = None,
 ):
-    shared = max_sessions_per_run > 1
-    described = (
-        f"Starts join_link_shared_generation_job runs of up to {max_sessions_per_run} "
-        "sessions for each tick's JOIN_LINK_GENERATION messages"
-        if shared
-        else "Starts a join_link_generation_job run per JOIN_LINK_GENERATION message"
-    )
+    """``jobs``: the two generation jobs the code location holds (built afresh if not given)."""
+    if sharing.max_sessions_per_run == 1:
+        described = "Starts a join_link_generation_job run per JOIN_LINK_GENERATION message"
+    else:
+        described = (
+            "Starts a join_link_generation_job run per JOIN_LINK_GENERATION message while at "
+            f"most {sharing.share_above} wait, join_link_shared_generation_job runs of up to "
+            f"{sharing.max_sessions_per_run} once more do"
+        )
 
     @sensor(
         name="join_link_sqs_sensor",
-        job_name=SHARED_GENERATION_JOB if shared else GENERATION_JOB,
+        jobs=list(jobs or (build_generation_job(), build_shared_generation_job())),
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
         description=f"{described}; a message is deleted once its run exists.",
@@ -117,14 +108,9 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
         if not Flags.read().scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the real-time path is disabled")
         queue = sqs_queue.queue()
-        run_exists = run_exists_in(context.instance, shared=shared)
-        acknowledged = acknowledge(queue, decode_pending(context.cursor), run_exists)
-        intake = drain(
-            queue,
-            run_exists,
-            max_batches=batches_per_tick(max_sessions_per_run),
-            wait_seconds=sqs_queue.wait_seconds,
-        )
+        runs_exist = runs_exist_in(context.instance)
+        acknowledged = acknowledge(queue, decode_pending(context.cursor), runs_exist)
+        intake = drain(queue, runs_exist, wait_seconds=sqs_queue.wait_seconds)
         for message_id, reason in intake.dropped:
             context.log.warning(f"dropped invalid message {message_id}: {reason}")
         undeleted = acknowledged.undeleted + intake.undeleted
@@ -140,10 +126,9 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
             return SensorResult(
                 skip_reason=f"no new JOIN_LINK_GENERATION messages{suffix}", cursor=cursor
             )
+        work = [work_for(a) for a in intake.accepted]
         return SensorResult(
-            run_requests=run_requests_for(
-                [work_for(a) for a in intake.accepted], Trigger.EVENT, max_sessions_per_run
-            ),
+            run_requests=requests_for(context.instance, work, Trigger.EVENT, sharing),
             cursor=cursor,
         )
 

@@ -12,6 +12,7 @@ visibility timeout and ask again, under the same run key.
 """
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -24,10 +25,12 @@ from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_BATCHES = 10
+INTAKE_BUDGET_S = 20.0
+"""How long a tick drains: a third of Dagster's 60 s sensor timeout, leaving the rest for the
+acknowledgement and the run requests, and far inside the 120 s the messages stay invisible."""
 
-RunExists = Callable[[str], bool]
-"""Whether the run asked for by the message with this id exists in the orchestrator."""
+RunsExist = Callable[[Sequence[str]], set[str]]
+"""Of these message ids, those whose run exists in the orchestrator (one lookup for many)."""
 
 
 class Queue(Protocol):
@@ -62,11 +65,12 @@ class Intake:
     """Ids SQS failed to delete; they reappear and are acknowledged then."""
 
 
-def acknowledge(queue: Queue, pending: Sequence[QueueMessage], run_exists: RunExists) -> Intake:
+def acknowledge(queue: Queue, pending: Sequence[QueueMessage], runs_exist: RunsExist) -> Intake:
     """Delete the pending messages whose run exists. The others are left to reappear after
     their visibility timeout and ask again (their run key keeps that to one run)."""
     intake = Intake()
-    done = [m for m in pending if run_exists(m.message_id)]
+    existing = runs_exist([m.message_id for m in pending]) if pending else set()
+    done = [m for m in pending if m.message_id in existing]
     intake.acknowledged += [m.message_id for m in done]
     intake.undeleted += queue.delete(done)
     return intake
@@ -74,21 +78,26 @@ def acknowledge(queue: Queue, pending: Sequence[QueueMessage], run_exists: RunEx
 
 def drain(
     queue: Queue,
-    run_exists: RunExists,
-    max_batches: int = DEFAULT_MAX_BATCHES,
+    runs_exist: RunsExist,
+    budget_s: float = INTAKE_BUDGET_S,
     wait_seconds: int = 0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Intake:
-    """Receive up to ``max_batches`` batches. The first receive waits up to ``wait_seconds``
-    for a message to arrive (SQS long polling), so a tick on an empty queue picks a new
-    message up the moment it lands instead of at the next tick."""
+    """Receive batches until one brings nothing new or ``budget_s`` is spent. The first
+    receive waits up to ``wait_seconds`` for a message to arrive (SQS long polling), so a tick
+    on an empty queue picks a new message up the moment it lands instead of at the next tick."""
     intake = Intake()
     seen: set[str] = set()
-    for batch in range(max_batches):
-        received = queue.receive(wait_seconds=wait_seconds if batch == 0 else 0)
+    started = clock()
+    first = True
+    while first or clock() - started < budget_s:
+        received = queue.receive(wait_seconds=wait_seconds if first else 0)
+        first = False
         messages = [m for m in received if m.message_id not in seen]
         if not messages:
             break
         removable: list[QueueMessage] = []
+        valid: list[tuple[QueueMessage, JoinLinkGenerationMessage]] = []
         for m in messages:
             seen.add(m.message_id)
             try:
@@ -106,7 +115,10 @@ def drain(
                     body=m.body[:200],
                 )
                 continue
-            if run_exists(m.message_id):
+            valid.append((m, event))
+        existing = runs_exist([m.message_id for m, _ in valid]) if valid else set()
+        for m, event in valid:
+            if m.message_id in existing:
                 intake.acknowledged.append(m.message_id)
                 removable.append(m)
             else:

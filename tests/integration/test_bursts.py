@@ -1,6 +1,7 @@
-"""Bursts (docs/design.md "Bursts"): with JLG_MAX_SESSIONS_PER_RUN above 1 one sensor tick's
-messages (or due direct launches) share runs, each session still through its own claim; by
-default one run per message, as the design card asks. The SQS sensor runs against moto and a
+"""Bursts (docs/design.md "Bursts"): when more messages (or due direct launches) wait than
+single runs can start in time, one sensor tick's share runs of up to JLG_MAX_SESSIONS_PER_RUN,
+each session still through its own claim; a lone message keeps its own run, as the design card
+asks. The SQS sensor runs against moto and a
 real Dagster instance, the runs against real PostgreSQL."""
 
 import json
@@ -21,17 +22,19 @@ from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.eventbridge_sync import build_schedule_sync_sensor
 from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_shared_generation_job
+from jlg_pipeline.orchestration.run_requests import covering
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
-from tests.support.resources import database, sqs_queue
+from tests.support.resources import database, placeholder_job, sqs_queue
 from tests.support.web import ROLE_ARN, Aws
 
 S = LinkGenerationStatus
@@ -48,9 +51,9 @@ class Daemon:
     """Evaluates the SQS sensor as the daemon does (one instance, the cursor carried over)
     and runs what it asks for in that instance, with real PostgreSQL behind the gate."""
 
-    def __init__(self, aws: Aws, db_url: str, per_run: int, visibility_s: int = 120) -> None:
+    def __init__(self, aws: Aws, db_url: str, sharing: RunSharing, visibility_s: int = 120) -> None:
         self.instance = DagsterInstance.ephemeral()
-        self.sensor = build_sqs_sensor(5, per_run)
+        self.sensor = build_sqs_sensor(5, sharing)
         self.cursor: str | None = None
         self.queue = sqs_queue(aws.queue_url, visibility_s)
         self.db_url = db_url
@@ -112,7 +115,7 @@ def test_a_burst_shares_runs_and_generates_every_session_once(
     naming the run that claimed it; the messages are deleted once their runs exist."""
     ids = _due_sessions(engine, 60)
     _send_burst(aws, ids, duplicates=ids[:5])
-    daemon = Daemon(aws, db_url, per_run=25)
+    daemon = Daemon(aws, db_url, RunSharing(25))
 
     requests = _requests(daemon.tick())
 
@@ -151,11 +154,62 @@ def test_a_burst_shares_runs_and_generates_every_session_once(
         assert run.tags["jlg/outcome"] == "completed"
 
 
-def test_by_default_each_message_gets_its_own_run(engine: Engine, db_url: str, aws: Aws) -> None:
+def test_by_default_a_lone_message_keeps_its_own_run_and_a_cohort_shares(
+    engine: Engine, db_url: str, aws: Aws
+) -> None:
+    """The defaults: one message is the design card's run (its own, tagged with its session
+    and the message it covers); sixty at once share a run."""
+    lone, *cohort = _due_sessions(engine, 61)
+    daemon = Daemon(aws, db_url, RunSharing())
+    _send_burst(aws, [lone], duplicates=[])
+
+    [single] = _requests(daemon.tick())
+
+    assert single.job_name == "join_link_generation_job"
+    assert single.tags["jlg/session"] == str(lone)
+    assert f"jlg/covers.{single.run_key}" in single.tags
+    _send_burst(aws, cohort, duplicates=[])
+
+    [shared] = _requests(daemon.tick())
+
+    assert shared.job_name == "join_link_shared_generation_job"
+    assert sorted(_sessions_of(shared)) == sorted(cohort)
+
+
+def test_a_few_messages_share_when_runs_already_wait_to_start(
+    engine: Engine, db_url: str, aws: Aws
+) -> None:
+    ids = _due_sessions(engine, 3)
+    daemon = Daemon(aws, db_url, RunSharing())
+    for _ in range(10):
+        daemon.instance.create_run_for_job(placeholder_job)  # NOT_STARTED
+    _send_burst(aws, ids, duplicates=[])
+
+    [shared] = _requests(daemon.tick())
+
+    assert shared.job_name == "join_link_shared_generation_job"
+
+
+def test_a_unit_is_found_by_the_tag_of_whatever_run_covers_it_or_by_its_run_key() -> None:
+    """One lookup for many keys; a single run asked for before runs carried the tag (run key
+    only) is still found, so its message is acknowledged instead of asking forever."""
+    instance = DagsterInstance.ephemeral()
+    covers = {"jlg/covers.sqs-a": "1", "jlg/covers.sqs-b": "1"}
+    instance.create_run_for_job(placeholder_job, tags=covers)
+    instance.create_run_for_job(placeholder_job, tags={"dagster/run_key": "sqs-old"})
+
+    assert covering(instance)(["sqs-a", "sqs-b", "sqs-old", "sqs-new"]) == {
+        "sqs-a",
+        "sqs-b",
+        "sqs-old",
+    }
+
+
+def test_one_run_each_when_sharing_is_off(engine: Engine, db_url: str, aws: Aws) -> None:
     ids = _due_sessions(engine, 60)
     _send_burst(aws, ids, duplicates=ids[:5])
 
-    requests = _requests(Daemon(aws, db_url, per_run=1).tick())
+    requests = _requests(Daemon(aws, db_url, ONE_RUN_EACH).tick())
 
     assert len(requests) == 65
     assert {r.job_name for r in requests} == {"join_link_generation_job"}
@@ -171,7 +225,7 @@ def test_a_redelivered_message_whose_shared_run_exists_asks_for_nothing(
     them by their tags, and are deleted without a second run."""
     ids = _due_sessions(engine, 12)
     _send_burst(aws, ids, duplicates=[])
-    daemon = Daemon(aws, db_url, per_run=5, visibility_s=1)
+    daemon = Daemon(aws, db_url, RunSharing(5), visibility_s=1)
     requests = _requests(daemon.tick(keep_cursor=False))
     assert [len(_sessions_of(r)) for r in requests] == [5, 5, 2]
     for request in requests:
@@ -364,7 +418,7 @@ def test_near_times_due_together_share_a_direct_run(engine: Engine, db_url: str)
     for sid in ids:
         service.set_link_generation(sid, datetime.now(UTC) + timedelta(seconds=1), 42)
     time.sleep(1.2)
-    sensor = build_schedule_sync_sensor(SHARED, max_sessions_per_run=4)
+    sensor = build_schedule_sync_sensor([SHARED], RunSharing(4, share_above=0))
     instance = DagsterInstance.ephemeral()
 
     def tick() -> Any:

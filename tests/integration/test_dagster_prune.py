@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, job
+from dagster import DagsterInstance, DagsterRunStatus
 from sqlalchemy import Engine as SqlEngine
 from sqlalchemy import create_engine, text
 
@@ -20,12 +20,7 @@ from jlg_pipeline.orchestration.prune import join_link_dagster_prune_job
 from tests.support import ROOT
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
-from tests.support.resources import database
-
-
-@job
-def _placeholder() -> None:
-    """Stands in for any job whose runs only need to exist."""
+from tests.support.resources import database, placeholder_job
 
 
 @pytest.fixture
@@ -58,7 +53,7 @@ def test_only_old_finished_runs_are_deleted_with_their_logs(
     instance: DagsterInstance, dagster_storage_url: str
 ) -> None:
     def run(status: DagsterRunStatus) -> str:
-        created = instance.create_run_for_job(_placeholder, status=status)
+        created = instance.create_run_for_job(placeholder_job, status=status)
         instance.report_engine_event("something happened", created)
         return created.run_id
 

@@ -13,22 +13,23 @@ from dagster import (
     SensorResult,
     SkipReason,
     build_sensor_context,
-    job,
 )
 from sqlalchemy import Engine
 
 from jlg_pipeline.definitions import defs
+from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
-from tests.support.resources import database, sqs_queue
+from tests.support.resources import database, placeholder_job, sqs_queue
 from tests.support.web import Aws
 
 S = LinkGenerationStatus
-SENSOR = build_sqs_sensor(5)
+SENSOR = build_sqs_sensor(5, ONE_RUN_EACH)
+"""The design card's shape, a run per message, whatever the count (test_bursts.py shares)."""
 
 
 def _message(data: Any, **overrides: Any) -> str:
@@ -41,11 +42,6 @@ def _message(data: Any, **overrides: Any) -> str:
         **overrides,
     }
     return json.dumps(body)
-
-
-@job
-def _placeholder() -> None:
-    """Stands in for the generation job when a test only needs a run to exist."""
 
 
 class Ticks:
@@ -72,7 +68,7 @@ class Ticks:
         assert isinstance(result, SensorResult)
         for request in result.run_requests or []:
             self.instance.create_run_for_job(
-                _placeholder, tags={**request.tags, RUN_KEY_TAG: request.run_key or ""}
+                placeholder_job, tags={**request.tags, RUN_KEY_TAG: request.run_key or ""}
             )
 
     def runs(self) -> int:
@@ -274,7 +270,10 @@ def test_defs_load_with_every_pinned_name() -> None:
         "join_link_schedule_sync_job",
     }
     assert repository.get_sensor_def("join_link_schedule_sync_sensor") is not None
-    assert repository.get_sensor_def("join_link_sqs_sensor").job_name == "join_link_generation_job"
+    assert {j.name for j in repository.get_sensor_def("join_link_sqs_sensor").jobs} == {
+        "join_link_generation_job",
+        "join_link_shared_generation_job",
+    }
     schedule = repository.get_schedule_def("join_link_fallback_schedule")
     assert schedule.cron_schedule == "0 */4 * * *"
     assert schedule.execution_timezone == "UTC"

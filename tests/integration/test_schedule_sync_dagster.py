@@ -13,7 +13,6 @@ from dagster import (
     SensorResult,
     SkipReason,
     build_sensor_context,
-    job,
 )
 from sqlalchemy import Engine, text, update
 
@@ -33,17 +32,12 @@ from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
 from tests.support.factories import create_session, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
-from tests.support.resources import database
+from tests.support.resources import database, placeholder_job
 from tests.support.web import ROLE_ARN, Aws
 
 S = LinkGenerationStatus
 GENERATION = build_generation_job()
-SENSOR = build_schedule_sync_sensor(GENERATION)
-
-
-@job
-def _placeholder() -> None:
-    """Stands in for a job when a test only needs a run to exist."""
+SENSOR = build_schedule_sync_sensor([GENERATION])
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +112,9 @@ def test_a_near_time_is_launched_once_when_due(engine: Engine, db_url: str) -> N
     }, "the admin who set the time reaches bulkRegister, as on the event path"
     [again] = _requests(_tick(instance, db_url))
     assert again.run_key == request.run_key, "same run key: Dagster launches it once"
-    instance.create_run_for_job(_placeholder, tags={**request.tags, RUN_KEY_TAG: request.run_key})
+    instance.create_run_for_job(
+        placeholder_job, tags={**request.tags, RUN_KEY_TAG: request.run_key}
+    )
     assert _requests(_tick(instance, db_url)) == []
     assert ScheduleOutbox(engine).any_rows() is False, "the launch is done"
 

@@ -9,16 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance, SensorResult, SkipReason, build_sensor_context, job
+from dagster import DagsterInstance, SensorResult, SkipReason, build_sensor_context
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
-from jlg_pipeline.orchestration.run_requests import covered_in
+from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
+from jlg_pipeline.orchestration.run_requests import covering
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from tests.support import ROOT
-from tests.support.resources import sqs_queue
+from tests.support.resources import placeholder_job, sqs_queue
 from tests.support.web import Aws
 
 # The reference: what a valid message is, written from the contract (docs/design.md "SQS
@@ -91,11 +92,6 @@ body = st.one_of(
 )
 
 
-@job
-def _placeholder() -> None:
-    """Stands in for the generation jobs: the test needs the runs to exist, not to run."""
-
-
 @pytest.fixture
 def instance(dagster_storage_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
@@ -105,11 +101,15 @@ def instance(dagster_storage_url: str, tmp_path: Path, monkeypatch: pytest.Monke
         yield dagster_instance
 
 
-@pytest.mark.parametrize("per_run", [1, 25], ids=["one-run-per-message", "shared"])
+@pytest.mark.parametrize(
+    "sharing",
+    [ONE_RUN_EACH, RunSharing(25, share_above=0), RunSharing()],
+    ids=["one-run-per-message", "shared", "defaults"],
+)
 def test_no_message_fails_a_tick_and_every_valid_one_gets_its_run(
-    aws: Aws, instance: DagsterInstance, per_run: int
+    aws: Aws, instance: DagsterInstance, sharing: RunSharing
 ) -> None:
-    sensor = build_sqs_sensor(5, per_run)
+    sensor = build_sqs_sensor(5, sharing)
     resources = {"sqs_queue": sqs_queue(aws.queue_url)}
     state: dict[str, str | None] = {"cursor": None}
 
@@ -144,13 +144,13 @@ def test_no_message_fails_a_tick_and_every_valid_one_gets_its_run(
             # As the daemon does: the run, with the request's tags, in PostgreSQL storage
             # (which refuses what SQLite would take, a NUL in a tag).
             instance.create_run_for_job(
-                _placeholder, tags={**request.tags, RUN_KEY_TAG: request.run_key or ""}
+                placeholder_job, tags={**request.tags, RUN_KEY_TAG: request.run_key or ""}
             )
         tick()  # acknowledges the messages whose runs now exist
         assert aws.queue_depth() == 0, "every message ended in a run or was dropped"
-        has_run = covered_in(instance, shared=per_run > 1)
+        with_runs = covering(instance)([f"sqs-{message_id}" for message_id, _ in sent])
         for message_id, valid in sent:
             if valid:
-                assert has_run(f"sqs-{message_id}"), f"valid message {message_id} has no run"
+                assert f"sqs-{message_id}" in with_runs, f"valid message {message_id} has no run"
 
     trial()

@@ -46,7 +46,7 @@ from tests.support.web import (
 S = LinkGenerationStatus
 GENERATION = build_generation_job()
 SHARED = build_shared_generation_job(retry_delay_seconds=0.01)
-SYNC_SENSOR = build_schedule_sync_sensor(GENERATION)
+SYNC_SENSOR = build_schedule_sync_sensor([GENERATION])
 WATCHDOG = build_watchdog_sensor(SHARED)
 
 

@@ -50,6 +50,9 @@ class FakeQueue:
     deleted: list[str] = field(default_factory=list)
     waits: list[int] = field(default_factory=list)
     """The long-poll wait each receive asked for."""
+    receive_takes_s: float = 0.0
+    now: float = 0.0
+    """A clock each receive moves on by ``receive_takes_s``, for a tick's time budget."""
 
     def send(self, body: str) -> str:
         message_id = uuid.uuid4().hex
@@ -59,6 +62,7 @@ class FakeQueue:
     def receive(self, *, wait_seconds: int = 0) -> list[QueueMessage]:
         self.receives += 1
         self.waits.append(wait_seconds)
+        self.now += self.receive_takes_s
         if self.receives in self.fail_on:
             raise ConnectionError(f"receive {self.receives} failed (simulated)")
         batch = [m for m in self.messages if m not in self.hidden][:10]

@@ -41,11 +41,15 @@ def test_every_job_sensor_and_schedule_resolves(environ: dict[str, str]) -> None
         assert defs.resolve_job_def(job).name == job
     prune = defs.resolve_schedule_def("join_link_dagster_prune_schedule")
     assert (prune.job_name, prune.execution_timezone) == ("join_link_dagster_prune_job", "UTC")
-    assert defs.resolve_sensor_def("join_link_sqs_sensor").job_name == "join_link_generation_job"
+    assert {j.name for j in defs.resolve_sensor_def("join_link_sqs_sensor").jobs} == {
+        "join_link_generation_job",
+        "join_link_shared_generation_job",
+    }
     sync_sensor = defs.resolve_sensor_def("join_link_schedule_sync_sensor")
     assert {j.name for j in sync_sensor.jobs} == {
         "join_link_schedule_sync_job",
         "join_link_generation_job",
+        "join_link_shared_generation_job",
     }
     assert sync_sensor.default_status is DefaultSensorStatus.RUNNING
     assert defs.resolve_schedule_def("join_link_fallback_schedule").job_name == (
@@ -125,18 +129,15 @@ def test_an_unusable_configuration_is_refused_at_load() -> None:
         build_definitions({**LOCAL, "JLG_TEST_STALE_MS": "5"})
 
 
-def test_sharing_points_the_sensors_at_the_shared_job() -> None:
-    """JLG_MAX_SESSIONS_PER_RUN is read when the code location loads: above 1 the SQS sensor
-    and the sync sensor's direct launches ask for shared runs; the runs get the concurrency."""
+def test_both_sensors_may_ask_for_either_generation_job() -> None:
+    """JLG_MAX_SESSIONS_PER_RUN is read when the code location loads: the SQS sensor and the
+    sync sensor's direct launches ask for single or shared runs, tick by tick; the runs get
+    the concurrency."""
     defs = build_definitions(
         {**LOCAL, "JLG_MAX_SESSIONS_PER_RUN": "25", "JLG_GENERATION_CONCURRENCY": "6"}
     )
     Definitions.validate_loadable(defs)
-    assert defs.resolve_sensor_def("join_link_sqs_sensor").job_name == (
-        "join_link_shared_generation_job"
-    )
+    generation = {"join_link_generation_job", "join_link_shared_generation_job"}
+    assert {j.name for j in defs.resolve_sensor_def("join_link_sqs_sensor").jobs} == generation
     sync_sensor = defs.resolve_sensor_def("join_link_schedule_sync_sensor")
-    assert {j.name for j in sync_sensor.jobs} == {
-        "join_link_schedule_sync_job",
-        "join_link_shared_generation_job",
-    }
+    assert {j.name for j in sync_sensor.jobs} == {"join_link_schedule_sync_job", *generation}

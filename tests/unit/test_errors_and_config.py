@@ -12,6 +12,7 @@ from jlg_pipeline.domain.errors import (
     is_retryable,
 )
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
+from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
 
 
 @pytest.mark.parametrize(
@@ -52,17 +53,21 @@ def test_http_registrar_needs_url_and_token() -> None:
     assert "online_session_token" not in repr(settings), "the token stays out of logs"
 
 
-def test_burst_settings_default_to_one_run_per_message_and_refuse_nonsense() -> None:
+def test_burst_settings_default_to_sharing_when_many_wait_and_refuse_nonsense() -> None:
     settings = Settings.from_env({})
-    assert (settings.max_sessions_per_run, settings.generation_concurrency) == (1, 4)
-    shared = Settings.from_env(
-        {"JLG_MAX_SESSIONS_PER_RUN": "100", "JLG_GENERATION_CONCURRENCY": "8"}
-    )
-    assert (shared.max_sessions_per_run, shared.generation_concurrency) == (100, 8)
+    assert settings.run_sharing() == RunSharing(max_sessions_per_run=100, share_above=10)
+    assert settings.generation_concurrency == 4
+    one_each = Settings.from_env({"JLG_MAX_SESSIONS_PER_RUN": "1"})
+    assert one_each.run_sharing() == ONE_RUN_EACH
+    always = Settings.from_env({"JLG_SHARE_RUNS_ABOVE": "0", "JLG_GENERATION_CONCURRENCY": "8"})
+    assert always.run_sharing() == RunSharing(100, share_above=0)
+    assert always.generation_concurrency == 8
     for name, value in (
         ("JLG_MAX_SESSIONS_PER_RUN", "0"),
         ("JLG_MAX_SESSIONS_PER_RUN", "1001"),
         ("JLG_MAX_SESSIONS_PER_RUN", "many"),
+        ("JLG_SHARE_RUNS_ABOVE", "-1"),
+        ("JLG_SHARE_RUNS_ABOVE", "few"),
         ("JLG_GENERATION_CONCURRENCY", "0"),
         ("JLG_GENERATION_CONCURRENCY", "33"),
     ):
