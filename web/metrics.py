@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jlg_pipeline.adapters.metrics_snapshot import LAG_BUCKETS_S, MetricsSnapshot
+from jlg_pipeline.adapters.metrics_snapshot import MetricsSnapshot
 from jlg_pipeline.adapters.orchestrator_health import OrchestratorSnapshot
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -145,10 +145,7 @@ def database_figures(snapshot: MetricsSnapshot, read_at: float) -> Iterator[Metr
         "jlg_generation_lag_seconds",
         "How late each closed attempt was claimed after its session's time",
     )
-    buckets = [
-        (str(bound), count)
-        for bound, count in zip(LAG_BUCKETS_S, snapshot.lag_buckets, strict=False)
-    ]
+    buckets = [(str(bound), count) for bound, count in snapshot.lag_buckets]
     lag.add_metric([], [*buckets, ("+Inf", snapshot.lag_count)], snapshot.lag_sum)
     yield lag
     yield GaugeMetricFamily(

@@ -27,9 +27,11 @@ from bench.common import (
     bench_database,
     dagster_env,
     group_cpu_seconds,
+    Targets,
     machine,
     moto_process,
     start_daemon,
+    strict_option,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
@@ -135,7 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=20)
     parser.add_argument("--idle-seconds", type=float, default=60)
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     shipped = Setup(
         f"shipped: sensor {DEFAULT_SQS_SENSOR_INTERVAL_S} s, long poll {DEFAULT_SQS_WAIT_S} s,"
         " dagster.yaml",
@@ -159,6 +163,16 @@ def main() -> None:
                 f"{r['max']:.1f}",
                 f"{r['idle_cpu'] * 100:.1f} %",
                 f"{r['idle_cpu'] / base['idle_cpu']:.2f}x",
+                ""
+                if setup is BEFORE
+                else " ".join(
+                    (
+                        targets.at_most("median queue → COMPLETED (s)", r["median"], 10),
+                        targets.at_most(
+                            "idle CPU vs before", r["idle_cpu"] / base["idle_cpu"], 1.2
+                        ),
+                    )
+                ),
             )
             for setup, r in results.items()
         ],
@@ -169,8 +183,10 @@ def main() -> None:
             "max s",
             "idle CPU of the daemon tree (one core = 100 %)",
             "idle CPU vs before (target ≤ 1.20x)",
+            "",
         ),
     )
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":

@@ -281,3 +281,22 @@ service_gate = Table(
     Column("reason", Text, nullable=True),
 )
 """Migration 0008: a pause an external service asked for (Retry-After), seen by every run."""
+
+
+# Migration 0009: counts kept by the statements that change them (docs/design.md "Scale").
+# Triggers append signed deltas; a reading folds them (adapters/metric_counts.py).
+metric_count = Table(
+    "jlg_metric_count",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("metric", String(32), nullable=False),
+    Column("label", String(64), nullable=False),
+    Column("delta", BigInteger, nullable=False),
+)
+
+lag_bucket = Table(
+    "jlg_lag_bucket",
+    metadata,
+    Column("bound_s", Integer, primary_key=True, autoincrement=False),
+)
+"""The lag histogram's bounds in seconds, read by the counting trigger and the reading."""

@@ -1,0 +1,70 @@
+"""Counts kept by the statements that change them (migration 0009): the sessions by status
+and the closed attempts by trigger and outcome, with their lag histogram. Triggers append
+signed deltas in the changing statement's own transaction; a reading folds them into one row
+per (metric, label) and sums what is there, so it reads a few dozen rows whatever the
+tables' size (docs/design.md "Scale")."""
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, delete, func, insert, select
+
+from jlg_pipeline.adapters.tables import lag_bucket, metric_count
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    sessions: dict[str, int] = field(default_factory=dict)
+    """Sessions not deleted, by status."""
+    attempts: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Attempts closed, by (trigger, outcome): counted as they close, never taken back."""
+    lag_le: tuple[tuple[float, int], ...] = ()
+    """(bound in seconds, closed attempts at most that late), by bound."""
+    lag_ms_sum: int = 0
+    lag_count: int = 0
+
+
+def fold(conn: Connection) -> None:
+    """Replace the deltas committed so far by their sums, one row per (metric, label). Two
+    folds at once each move only rows the other has not: a row deleted under one is skipped
+    by the other, and neither sees the other's new sums."""
+    gone = (
+        delete(metric_count)
+        .returning(metric_count.c.metric, metric_count.c.label, metric_count.c.delta)
+        .cte("gone")
+    )
+    conn.execute(
+        insert(metric_count).from_select(
+            ["metric", "label", "delta"],
+            select(gone.c.metric, gone.c.label, func.sum(gone.c.delta)).group_by(
+                gone.c.metric, gone.c.label
+            ),
+        )
+    )
+
+
+def read_counts(conn: Connection) -> Counts:
+    """Fold, then sum: the counts as of this transaction, exact."""
+    fold(conn)
+    total = func.sum(metric_count.c.delta)
+    rows = conn.execute(
+        select(metric_count.c.metric, metric_count.c.label, total).group_by(
+            metric_count.c.metric, metric_count.c.label
+        )
+    ).all()
+    by_metric: dict[str, dict[str, int]] = {}
+    for metric, label, value in rows:
+        by_metric.setdefault(metric, {})[label] = int(value)
+    bounds = conn.execute(select(lag_bucket.c.bound_s).order_by(lag_bucket.c.bound_s)).scalars()
+    lag_le = by_metric.get("lag_le", {})
+    return Counts(
+        sessions={k: v for k, v in by_metric.get("sessions", {}).items() if v},
+        attempts={
+            (trigger, outcome): v
+            for label, v in by_metric.get("attempts", {}).items()
+            for trigger, _, outcome in [label.partition("/")]
+            if v
+        },
+        lag_le=tuple((float(b), lag_le.get(str(b), 0)) for b in bounds),
+        lag_ms_sum=by_metric.get("lag_ms_sum", {}).get("", 0),
+        lag_count=by_metric.get("lag_count", {}).get("", 0),
+    )

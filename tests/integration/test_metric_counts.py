@@ -1,0 +1,216 @@
+"""The counts /metrics reads (migration 0009, adapters/metric_counts.py) stay exact: after
+any sequence of the operations that change sessions and attempts, several of them at once
+from threads and folds racing them, they equal a full count of the tables."""
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from sqlalchemy import Engine, text
+
+from jlg_pipeline.adapters.metric_counts import Counts, fold, read_counts
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.models import Trigger
+from tests.support.factories import create_session
+
+STATUSES = ["NOT_SCHEDULED", "SCHEDULED", "IN_PROGRESS", "COMPLETED", "FAILED"]
+THREADS = 4
+
+
+def full_count(engine: Engine) -> Counts:
+    """The same figures by reading every row."""
+    with engine.connect() as conn:
+        sessions: dict[str, int] = dict(
+            conn.execute(
+                text(
+                    "SELECT link_generation_status, count(*) FROM hdb_program_session"
+                    " WHERE deleted_at IS NULL GROUP BY 1"
+                )
+            ).all()
+        )
+        attempts = {
+            (t, o): n
+            for t, o, n in conn.execute(
+                text(
+                    "SELECT trigger, outcome, count(*) FROM jlg_generation_attempt"
+                    " WHERE outcome <> 'IN_PROGRESS' GROUP BY 1, 2"
+                )
+            ).all()
+        }
+        lags = list(
+            conn.execute(
+                text(
+                    "SELECT extract(epoch FROM claimed_at - link_generation_at)"
+                    " FROM jlg_generation_attempt WHERE outcome <> 'IN_PROGRESS'"
+                )
+            ).scalars()
+        )
+        bounds = conn.execute(text("SELECT bound_s FROM jlg_lag_bucket ORDER BY 1")).scalars()
+        return Counts(
+            sessions=sessions,
+            attempts=attempts,
+            lag_le=tuple((float(b), sum(1 for lag in lags if lag <= b)) for b in bounds),
+            lag_ms_sum=sum(
+                int((lag * 1000).quantize(Decimal(1), rounding=ROUND_HALF_UP)) for lag in lags
+            ),
+            lag_count=len(lags),
+        )
+
+
+class Operations(RuleBasedStateMachine):
+    """Each rule runs its writes from several threads at once; the invariant folds and reads.
+    A test subclasses it with its database as ``engine``."""
+
+    engine: Engine
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repository = ProgramSessionRepository(self.engine)
+        self.claims: list[Any] = []
+        self.random = random.Random(20261204)
+
+    def sessions(self) -> list[int]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(text("SELECT id FROM hdb_program_session")).scalars())
+
+    def _at_once(self, *calls: Any) -> list[Any]:
+        with ThreadPoolExecutor(THREADS) as pool:
+            return list(pool.map(lambda call: call(), calls))
+
+    @rule(count=st.integers(1, 6))
+    def create(self, count: int) -> None:
+        self._at_once(*[lambda: create_session(self.engine)] * count)
+
+    @rule(offsets=st.lists(st.integers(-600, 600), min_size=1, max_size=6))
+    def arm(self, offsets: list[int]) -> None:
+        ids = self.sessions()
+        if not ids:
+            return
+        now = datetime.now(UTC)
+
+        def arming(sid: int, offset: int) -> Any:
+            return lambda: self.repository.set_link_generation(
+                sid, now + timedelta(seconds=offset), 7
+            )
+
+        self._at_once(*(arming(self.random.choice(ids), s) for s in offsets))
+
+    @rule(racers=st.integers(1, 6), trigger=st.sampled_from(list(Trigger)))
+    def claim(self, racers: int, trigger: Trigger) -> None:
+        ids = self.sessions()
+        if ids:
+            sid = self.random.choice(ids)
+            won = self._at_once(*[lambda: self.repository.claim(sid, trigger, "run")] * racers)
+            self.claims += [c for c in won if c is not None]
+
+    @rule(completed=st.booleans(), also_fold=st.booleans())
+    def mark(self, completed: bool, also_fold: bool) -> None:
+        held, self.claims = self.claims, []
+        marks = [
+            (
+                (lambda c=c: self.repository.mark_completed(c, "job-1", 3))
+                if completed
+                else (lambda c=c: self.repository.mark_failed(c, "boom", retry_in_s=30))
+            )
+            for c in held
+        ]
+        folds = [lambda: self._fold()] if also_fold else []
+        self._at_once(*marks, *folds)
+
+    @rule(deleted=st.booleans())
+    def soft_delete_or_restore(self, deleted: bool) -> None:
+        ids = self.sessions()
+        if ids:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "UPDATE hdb_program_session SET deleted_at = "
+                        + ("now()" if deleted else "NULL")
+                        + " WHERE id = ANY(:ids)"
+                    ),
+                    {"ids": self.random.sample(ids, min(3, len(ids)))},
+                )
+
+    @rule(status=st.sampled_from(STATUSES))
+    def host_rewrites_statuses(self, status: str) -> None:
+        """A statement that changes many rows at once, as an operator's SQL would."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE hdb_program_session SET link_generation_status = :s WHERE id % 3 = 0"),
+                {"s": status},
+            )
+
+    @rule()
+    def hard_delete_one_without_history(self) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "DELETE FROM hdb_program_session WHERE id = (SELECT min(id) FROM"
+                    " hdb_program_session s WHERE NOT EXISTS (SELECT 1 FROM"
+                    " jlg_generation_attempt a WHERE a.program_session_id = s.id)"
+                    " AND NOT EXISTS (SELECT 1 FROM jlg_link_generation_change c"
+                    " WHERE c.program_session_id = s.id)"
+                    " AND NOT EXISTS (SELECT 1 FROM hdb_online_session o"
+                    " WHERE o.program_session_id = s.id))"
+                )
+            )
+
+    def _fold(self) -> None:
+        with self.engine.begin() as conn:
+            fold(conn)
+
+    @invariant()
+    def counts_are_exact(self) -> None:
+        with self.engine.begin() as conn:
+            counts = read_counts(conn)
+        expected = full_count(self.engine)
+        assert counts.sessions == {k: v for k, v in expected.sessions.items() if v}
+        assert counts.attempts == expected.attempts
+        assert counts.lag_le == expected.lag_le
+        assert (counts.lag_ms_sum, counts.lag_count) == (expected.lag_ms_sum, expected.lag_count)
+
+
+def test_the_counts_equal_a_full_count_after_any_operations(engine: Engine) -> None:
+    on_this_database = type("OperationsOnTheTestDatabase", (Operations,), {"engine": engine})
+    run_state_machine_as_test(
+        on_this_database,
+        settings=settings(max_examples=25, stateful_step_count=15, deadline=None, derandomize=True),
+    )
+
+
+def test_folds_racing_each_other_and_writers_lose_and_double_nothing(engine: Engine) -> None:
+    """Eight folds and a hundred inserts at once: every delta moved exactly once."""
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM jlg_metric_count"))
+    before = full_count(engine).sessions
+
+    def write() -> None:
+        create_session(engine)
+
+    def folding() -> None:
+        with engine.begin() as conn:
+            fold(conn)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda f: f(), [write] * 100 + [folding] * 8))
+    with engine.begin() as conn:
+        counts = read_counts(conn)
+    expected = sum(before.values()) + 100
+    assert sum(counts.sessions.values()) == expected == sum(full_count(engine).sessions.values())
+
+
+def test_a_truncate_zeroes_the_session_counts(engine: Engine) -> None:
+    for _ in range(3):
+        create_session(engine)
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE hdb_program_session CASCADE"))
+    with engine.begin() as conn:
+        assert read_counts(conn).sessions == {}
+    create_session(engine)
+    with engine.begin() as conn:
+        assert read_counts(conn).sessions == {"NOT_SCHEDULED": 1}
