@@ -22,12 +22,12 @@ from sqlalchemy import Engine, text
 
 from bench.common import (
     ROOT,
+    Targets,
     add_registrants,
     add_sessions,
     bench_database,
     dagster_env,
     group_cpu_seconds,
-    Targets,
     machine,
     moto_process,
     start_daemon,
