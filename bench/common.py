@@ -325,3 +325,85 @@ def aws_through(aws: LocalAws, endpoint_url: str) -> dict[str, str]:
         "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
         "AWS_SCHEDULER_EXECUTION_ROLE_ARN": EXECUTION_ROLE_ARN,
     }
+
+
+RUNNING = 50
+"""Generations running right now in a :func:`populate`d table."""
+
+
+def populate(engine: Engine, rows: int, due: int) -> None:
+    """History dominated by COMPLETED sessions, 10% never scheduled, 5% scheduled in the
+    future, 1% soft-deleted; 50 generations running right now (fresh IN_PROGRESS, claimed in
+    the last minutes); and ``due`` overdue, claimable ones (SCHEDULED, FAILED or stale
+    IN_PROGRESS) spread over the last 30 days."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                """
+                INSERT INTO hdb_program_session
+                    (program_id, link_generation_at, link_generation_status, updated_at, deleted_at)
+                SELECT g % 500,
+                       CASE WHEN g % 20 = 0 THEN now() + make_interval(mins => 60 + g % 50000)
+                            WHEN g % 10 = 1 THEN NULL
+                            ELSE now() - make_interval(mins => 60 + g % 500000) END,
+                       CASE WHEN g % 20 = 0 THEN 'SCHEDULED'
+                            WHEN g % 10 = 1 THEN 'NOT_SCHEDULED'
+                            ELSE 'COMPLETED' END,
+                       now() - make_interval(mins => g % 500000),
+                       CASE WHEN g % 100 = 7 THEN now() ELSE NULL END
+                FROM generate_series(1, :rows) AS g
+                """
+            ),
+            {"rows": rows - due - RUNNING},
+        )
+        conn.execute(
+            text(
+                """
+                INSERT INTO hdb_program_session
+                    (program_id, link_generation_at, link_generation_status, updated_at)
+                SELECT g % 500, now() - make_interval(mins => g % 60), 'IN_PROGRESS',
+                       now() - make_interval(secs => g % 300)
+                FROM generate_series(1, :running) AS g
+                """
+            ),
+            {"running": RUNNING},
+        )
+        conn.execute(
+            text(
+                """
+                INSERT INTO hdb_program_session
+                    (program_id, link_generation_at, link_generation_status, updated_at)
+                SELECT g % 500,
+                       now() - make_interval(mins => 40 + g % 43200),
+                       (ARRAY['SCHEDULED', 'FAILED', 'IN_PROGRESS'])[1 + g % 3],
+                       now() - interval '2 hours'
+                FROM generate_series(1, :due) AS g
+                """
+            ),
+            {"due": due},
+        )
+        conn.execute(text("VACUUM ANALYZE hdb_program_session"))
+
+
+def add_attempts(engine: Engine) -> None:
+    """An attempt record per COMPLETED or FAILED session, claimed up to an hour late."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                """
+                INSERT INTO jlg_generation_attempt (program_session_id, attempt, trigger,
+                    link_generation_at, claimed_at, finished_at, outcome)
+                SELECT id, 1, (ARRAY['event', 'cron', 'direct'])[1 + id % 3], link_generation_at,
+                       link_generation_at + make_interval(secs => (id % 3600)::int),
+                       link_generation_at + make_interval(secs => (id % 3600)::int + 5),
+                       CASE WHEN link_generation_status = 'FAILED' THEN 'FAILED'
+                            ELSE 'COMPLETED' END
+                FROM hdb_program_session
+                WHERE link_generation_status IN ('COMPLETED', 'FAILED')
+                  AND link_generation_at IS NOT NULL
+                ON CONFLICT DO NOTHING
+                """
+            )
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE"))

@@ -39,8 +39,9 @@ def raw_claims(engine: Engine, count: int) -> float:
     """The repository's own SQL text (the claim, the reclaimed attempt closed, this attempt's
     record opened: one statement), sent by psycopg directly: what SQLAlchemy adds is the
     difference."""
-    statement, fixed = ProgramSessionRepository(engine).claim_sql
-    parameters = {**fixed, "trigger": "cron", "run_id": None}
+    repository = ProgramSessionRepository(engine)
+    statement = repository.claim_sql
+    parameters = {**repository.claim_parameters, "trigger": "cron", "run_id": None}
 
     def run() -> None:
         for sid in range(1, count + 1):

@@ -10,67 +10,20 @@ import argparse
 
 from sqlalchemy import Engine, select, text
 
-from bench.common import Targets, bench_database, machine, median_seconds, strict_option, table
+from bench.common import (
+    Targets,
+    bench_database,
+    machine,
+    median_seconds,
+    populate,
+    strict_option,
+    table,
+)
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import program_session
 
 INDEXES = ("ix_psession_link_gen_due", "ix_psession_link_gen_fresh", "ix_psession_link_gen_failed")
-RUNNING = 50
-
-
-def populate(engine: Engine, rows: int, due: int) -> None:
-    """History dominated by COMPLETED sessions, 10% never scheduled, 5% scheduled in the
-    future, 1% soft-deleted; 50 generations running right now (fresh IN_PROGRESS, claimed in
-    the last minutes); and ``due`` overdue, claimable ones (SCHEDULED, FAILED or stale
-    IN_PROGRESS) spread over the last 30 days."""
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                """
-                INSERT INTO hdb_program_session
-                    (program_id, link_generation_at, link_generation_status, updated_at, deleted_at)
-                SELECT g % 500,
-                       CASE WHEN g % 20 = 0 THEN now() + make_interval(mins => 60 + g % 50000)
-                            WHEN g % 10 = 1 THEN NULL
-                            ELSE now() - make_interval(mins => 60 + g % 500000) END,
-                       CASE WHEN g % 20 = 0 THEN 'SCHEDULED'
-                            WHEN g % 10 = 1 THEN 'NOT_SCHEDULED'
-                            ELSE 'COMPLETED' END,
-                       now() - make_interval(mins => g % 500000),
-                       CASE WHEN g % 100 = 7 THEN now() ELSE NULL END
-                FROM generate_series(1, :rows) AS g
-                """
-            ),
-            {"rows": rows - due - RUNNING},
-        )
-        conn.execute(
-            text(
-                """
-                INSERT INTO hdb_program_session
-                    (program_id, link_generation_at, link_generation_status, updated_at)
-                SELECT g % 500, now() - make_interval(mins => g % 60), 'IN_PROGRESS',
-                       now() - make_interval(secs => g % 300)
-                FROM generate_series(1, :running) AS g
-                """
-            ),
-            {"running": RUNNING},
-        )
-        conn.execute(
-            text(
-                """
-                INSERT INTO hdb_program_session
-                    (program_id, link_generation_at, link_generation_status, updated_at)
-                SELECT g % 500,
-                       now() - make_interval(mins => 40 + g % 43200),
-                       (ARRAY['SCHEDULED', 'FAILED', 'IN_PROGRESS'])[1 + g % 3],
-                       now() - interval '2 hours'
-                FROM generate_series(1, :due) AS g
-                """
-            ),
-            {"due": due},
-        )
-        conn.execute(text("VACUUM ANALYZE hdb_program_session"))
 
 
 def add_poison(engine: Engine, count: int) -> None:

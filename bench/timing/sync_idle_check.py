@@ -10,8 +10,15 @@ import argparse
 
 from sqlalchemy import Engine, select, text
 
-from bench.common import Targets, bench_database, machine, median_seconds, strict_option, table
-from bench.timing.sweep_query import populate
+from bench.common import (
+    Targets,
+    bench_database,
+    machine,
+    median_seconds,
+    populate,
+    strict_option,
+    table,
+)
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import program_session

@@ -1,14 +1,36 @@
 """All SQL on the intent history (``jlg_link_generation_change``): every admin set/clear of a
-session's time. Rows are written by the set statement in ``repository.py`` and never changed."""
+session's time. Rows are written by the set statement in ``repository.py`` (with
+:func:`record_intent`) and never changed."""
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, ScalarSelect, select
+from sqlalchemy import CTE, BindParameter, ColumnElement, Engine, ScalarSelect, insert, select
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import link_generation_change as changes
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import IntentChange
+
+
+def record_intent(after: CTE, before: CTE, actor: BindParameter[Any]) -> CTE:
+    """A CTE recording who changed the session's time, from what (``before``, the row as it
+    was) to what (``after``, the row as written; nothing when the write was refused)."""
+    recorded: CTE = (
+        insert(changes)
+        .from_select(
+            [
+                "program_session_id",
+                "actor_user_id",
+                "link_generation_at",
+                "previous_link_generation_at",
+            ],
+            select(
+                after.c.id, actor, after.c.link_generation_at, before.c.link_generation_at
+            ).select_from(after.join(before, before.c.id == after.c.id)),
+        )
+        .cte("recorded")
+    )
+    return recorded
 
 
 def newest_actor(session_id: ColumnElement[Any]) -> ScalarSelect[Any]:

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, Interval, func, literal, select
 
+from jlg_pipeline.adapters.candidates import overdue
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
@@ -42,15 +43,12 @@ class MetricsSnapshot:
 def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
     with translate_errors("reading metrics"), engine.begin() as conn:
         counts = read_counts(conn)
-        # The sweep's partial index (ix_psession_link_gen_due) serves this range.
-        overdue = conn.execute(
+        overdue_count = conn.execute(
             select(func.count()).where(
-                ps.c.deleted_at.is_(None),
-                ps.c.link_generation_status != S.COMPLETED.value,
+                overdue(literal(OVERDUE_AFTER, Interval())),
                 ps.c.link_generation_status.in_(
                     [S.SCHEDULED.value, S.FAILED.value, S.IN_PROGRESS.value]
                 ),
-                ps.c.link_generation_at < func.now() - literal(OVERDUE_AFTER, Interval()),
             )
         ).scalar_one()
         # The open ones, read from the partial index of open attempts.
@@ -62,7 +60,7 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
     pending, oldest = ScheduleOutbox(engine).backlog()
     return MetricsSnapshot(
         by_status=counts.sessions,
-        overdue=int(overdue),
+        overdue=int(overdue_count),
         attempts=counts.attempts,
         open_attempts={str(t): int(n) for t, n in open_by_trigger},
         lag_buckets=counts.lag_le,

@@ -31,7 +31,7 @@ from dagster import (
 
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.config import Flags
-from jlg_pipeline.domain.eventbridge_sync import SYNC_BATCH_LIMIT, DirectLaunch, SyncReport
+from jlg_pipeline.domain.eventbridge_sync import SYNC_BATCH_LIMIT, SyncReport
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
@@ -44,6 +44,7 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
+from jlg_pipeline.services.eventbridge_sync import direct_run_key, due_work
 
 SYNC_JOB = "join_link_schedule_sync_job"
 SYNC_SENSOR_INTERVAL_S = 10
@@ -84,11 +85,6 @@ def sync_schedules(
 )
 def join_link_schedule_sync_job() -> None:
     sync_schedules()
-
-
-def direct_run_key(launch: DirectLaunch) -> str:
-    """One run per session and change: a re-arm is a new change, so a new cycle."""
-    return f"direct-{launch.session_id}-{launch.version}"
 
 
 def _sync_in_flight(instance: DagsterInstance) -> str | None:
@@ -140,26 +136,20 @@ def _tick(
         if outbox.any_rows() and not _sync_in_flight(instance):
             return SensorResult(run_requests=[_sync_request()])
         return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: nothing to sync")
-    # Decided in the database, whatever a sync run (stuck, dead or behind a hung AWS) does.
-    outbox.direct_near()
-    launches, sync_due = outbox.due_work()
-    existing = covering(instance)([direct_run_key(launch) for launch in launches])
-    work: list[Work] = []
-    launched = 0
-    for launch in launches:
-        run_key = direct_run_key(launch)
-        if run_key in existing:
-            # Its run exists (asked for on an earlier tick): the launch is done.
-            outbox.retire_direct(launch)
-            launched += 1
-            continue
-        request = BulkRegisterRequest(launch.session_id, actor_user_id=launch.actor_user_id)
-        work.append(Work(run_key, request, correlation_id(launch.session_id)))
+    due = due_work(outbox, covering(instance))
+    work = [
+        Work(
+            direct_run_key(launch),
+            BulkRegisterRequest(launch.session_id, actor_user_id=launch.actor_user_id),
+            correlation_id(launch.session_id),
+        )
+        for launch in due.launches
+    ]
     requests = requests_for(instance, work, Trigger.DIRECT, sharing)
-    waiting = _sync_in_flight(instance) if sync_due else None
-    if sync_due and waiting is None:
+    waiting = _sync_in_flight(instance) if due.sync_due else None
+    if due.sync_due and waiting is None:
         requests.append(_sync_request())
     if not requests:
-        done = f" ({launched} direct launch(es) done)" if launched else ""
+        done = f" ({due.done} direct launch(es) done)" if due.done else ""
         return SkipReason(waiting or f"no schedule change due{done}")
     return SensorResult(run_requests=requests)

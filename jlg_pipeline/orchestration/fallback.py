@@ -4,7 +4,6 @@
 ``JLG_GENERATION_CONCURRENCY`` at once, and go on past a failing session."""
 
 from datetime import UTC, date, datetime, timedelta
-from functools import partial
 
 from dagster import (
     Config,
@@ -34,7 +33,7 @@ from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import finish, tag_start
 from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, run_tags
-from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import BACKFILL_LIMIT, backfill_window, sweep_overdue_sessions
 
 BACKFILL_DAYS = 30
@@ -73,13 +72,7 @@ def sweep_overdue_sessions_op(
     repository = database.repository()
     report = sweep_overdue_sessions(
         repository,
-        partial(
-            generate_for_session,
-            repository=repository,
-            registrar=registrar,
-            trigger=tag_start(context, None, Trigger.CRON),
-            run_id=context.run_id,
-        ),
+        bind_gate(repository, registrar, tag_start(context, None, Trigger.CRON), context.run_id),
         config.batchLimit,
         concurrency=database.concurrency,
     )
@@ -109,12 +102,8 @@ def backfill_partition_sessions(
     repository = database.repository()
     report = backfill_window(
         repository,
-        partial(
-            generate_for_session,
-            repository=repository,
-            registrar=registrar,
-            trigger=tag_start(context, None, Trigger.BACKFILL),
-            run_id=context.run_id,
+        bind_gate(
+            repository, registrar, tag_start(context, None, Trigger.BACKFILL), context.run_id
         ),
         window.start,
         window.end,

@@ -1,8 +1,8 @@
 """Generation runs: ``join_link_generation_job`` (one session a run: an event, a direct
 launch, a hand launch) and ``join_link_shared_generation_job`` (several: a burst's shared runs,
 the watchdog's). Every job carries its lane and its runtime bound (``dagster/max_runtime``) in
-its tags, so every run of it does. Both call ``generate_for_session`` and nothing else
-generates (TRD dec-09)."""
+its tags, so every run of it does. Both call ``generate_for_session`` (through ``bind_gate``)
+and nothing else generates (TRD dec-09)."""
 
 from datetime import UTC, datetime
 
@@ -24,7 +24,7 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, Trigger
+from jlg_pipeline.domain.models import GenerationResult, Trigger
 from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import (
@@ -50,7 +50,7 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
-from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.next_step import next_step
 from jlg_pipeline.services.sweep import generate_retrying_unrecorded
 
@@ -78,17 +78,9 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
     ) -> Output[None]:
         session_id = config.programSessionId
         trigger = tag_start(context, session_id)
+        generate = bind_gate(database.repository(), registrar, trigger, context.run_id)
         try:
-            outcome = generate_for_session(
-                session_id,
-                repository=database.repository(),
-                registrar=registrar,
-                trigger=trigger,
-                role=config.role,
-                batch_size=config.batchSize,
-                actor_user_id=config.actorUserId,
-                run_id=context.run_id,
-            )
+            outcome = generate(config.request())
         except InvalidInput as exc:
             tag_outcome(context, FAILED_OUTCOME, session_id, None)
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
@@ -145,26 +137,15 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         database: ResourceParam[RunDatabase],
         registrar: ResourceParam[BulkRegistrar],
     ) -> Output[None]:
-        repository = database.repository()
         trigger = tag_start(context, None, Trigger.WATCHDOG)
-        options = {s.programSessionId: s for s in config.sessions}
-
-        def generate(session_id: int) -> GenerationOutcome:
-            given = options[session_id]
-            return generate_for_session(
-                session_id,
-                repository=repository,
-                registrar=registrar,
-                trigger=trigger,
-                role=given.role,
-                batch_size=given.batchSize,
-                actor_user_id=given.actorUserId,
-                run_id=context.run_id,
-            )
-
+        try:
+            requests = [entry.request() for entry in config.sessions]
+        except InvalidInput as exc:
+            context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: FAILED_OUTCOME})
+            raise Failure(f"invalid run config: {exc}", allow_retries=False) from None
         final = generate_retrying_unrecorded(
-            list(options),
-            generate,
+            requests,
+            bind_gate(database.repository(), registrar, trigger, context.run_id),
             concurrency=database.concurrency,
             retries=MAX_RETRY_ATTEMPTS,
             first_delay_s=retry_delay_seconds,

@@ -53,6 +53,12 @@ class GenerateJoinLinksConfig(Config):
             actorUserId=request.actor_user_id,
         )
 
+    def request(self) -> BulkRegisterRequest:
+        """The request this entry asks for, checked by the domain's rules (InvalidInput)."""
+        return BulkRegisterRequest(
+            self.programSessionId, self.role, self.batchSize, self.actorUserId
+        )
+
     def run_config(self) -> dict[str, str | int]:
         """As the run config holds it: absent options left out."""
         return self.model_dump(exclude_none=True)

@@ -10,7 +10,9 @@ when due (docs/design.md "Schedule sync").
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
@@ -22,6 +24,7 @@ from jlg_pipeline.domain.eventbridge_sync import (
     SYNC_BUDGET,
     SYNC_CONCURRENCY,
     ChangeAction,
+    DirectLaunch,
     PendingChange,
     SyncReport,
 )
@@ -238,3 +241,38 @@ class ScheduleSync:
         marked = self._outbox.resync()
         log_event(logger, logging.INFO, "schedule_sync.resync", sessions=marked)
         return marked
+
+
+def direct_run_key(launch: DirectLaunch) -> str:
+    """One run per session and change: a re-arm is a new change, so a new cycle."""
+    return f"direct-{launch.session_id}-{launch.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class DueWork:
+    """What the sync sensor's tick has to ask for."""
+
+    launches: list[DirectLaunch]
+    """Direct launches due whose runs are still to be asked for."""
+    done: int
+    """Direct launches whose runs exist: retired this tick."""
+    sync_due: bool
+    """Whether a schedule change is due for a try (a sync run is wanted)."""
+
+
+def due_work(outbox: ScheduleOutbox, covered: Callable[[Sequence[str]], set[str]]) -> DueWork:
+    """Decided in the database, whatever a sync run (stuck, dead or behind a hung AWS) does:
+    near changes go direct; of the due direct launches, those whose runs exist (``covered``
+    looks their run keys up) are retired and the rest returned."""
+    decided = outbox.direct_near()
+    if decided:
+        log_event(logger, logging.INFO, "schedule_sync.direct_decided", changes=decided)
+    launches, sync_due = outbox.due_work()
+    existing = covered([direct_run_key(launch) for launch in launches])
+    waiting = []
+    for launch in launches:
+        if direct_run_key(launch) in existing:
+            outbox.retire_direct(launch)
+        else:
+            waiting.append(launch)
+    return DueWork(waiting, len(launches) - len(waiting), sync_due)

@@ -13,6 +13,7 @@ idempotency key, which the service answers with the same job.
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -55,6 +56,34 @@ S = LinkGenerationStatus
 SUPERSEDED_REASON = (
     "a newer attempt took the claim (stale reclaim, re-arm or clear); this mark was fenced out"
 )
+
+
+Gate = Callable[[BulkRegisterRequest], GenerationOutcome]
+"""``generate_for_session`` with its adapters, the caller's trigger and run bound."""
+
+
+def bind_gate(
+    repository: ProgramSessionRepository,
+    registrar: BulkRegistrar,
+    trigger: Trigger,
+    run_id: str | None = None,
+) -> Gate:
+    """The one binding of the gate every run uses: each request through
+    :func:`generate_for_session` with these adapters, this trigger and this run."""
+
+    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+        return generate_for_session(
+            request.session_id,
+            repository=repository,
+            registrar=registrar,
+            trigger=trigger,
+            role=request.role,
+            batch_size=request.batch_size,
+            actor_user_id=request.actor_user_id,
+            run_id=run_id,
+        )
+
+    return generate
 
 
 def generate_for_session(

@@ -13,17 +13,15 @@ from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import (
-    GenerationOutcome,
+    BulkRegisterRequest,
     GenerationResult,
     SessionResult,
     SweepReport,
 )
 from jlg_pipeline.log import log_event
+from jlg_pipeline.services.generation import Gate
 
 logger = logging.getLogger(__name__)
-
-Generate = Callable[[int], GenerationOutcome]
-"""Runs one session through ``generate_for_session`` with the caller's trigger bound."""
 
 BACKFILL_LIMIT = 10_000
 FAILED = "failed"
@@ -31,7 +29,7 @@ FAILED = "failed"
 
 def sweep_overdue_sessions(
     repository: ProgramSessionRepository,
-    generate: Generate,
+    generate: Gate,
     limit: int = FALLBACK_BATCH_LIMIT,
     concurrency: int = 1,
 ) -> SweepReport:
@@ -44,13 +42,18 @@ def sweep_overdue_sessions(
     due_total = repository.count_due_for_fallback_generation()
     candidates = repository.find_due_for_fallback_generation(limit)
     return _generate_batch(
-        "sweep", [c.id for c in candidates], due_total, generate, concurrency, limit=limit
+        "sweep",
+        [BulkRegisterRequest(c.id) for c in candidates],
+        due_total,
+        generate,
+        concurrency,
+        limit=limit,
     )
 
 
 def backfill_window(
     repository: ProgramSessionRepository,
-    generate: Generate,
+    generate: Gate,
     start: datetime,
     end: datetime,
     limit: int = BACKFILL_LIMIT,
@@ -64,7 +67,7 @@ def backfill_window(
     candidates = repository.find_due_in_window(start, end, limit)
     return _generate_batch(
         "backfill",
-        [c.id for c in candidates],
+        [BulkRegisterRequest(c.id) for c in candidates],
         due_total,
         generate,
         concurrency,
@@ -76,9 +79,9 @@ def backfill_window(
 
 def _generate_batch(
     kind: str,
-    candidates: Sequence[int],
+    candidates: Sequence[BulkRegisterRequest],
     due_total: int,
-    generate: Generate,
+    generate: Gate,
     concurrency: int,
     **context: str | int,
 ) -> SweepReport:
@@ -104,23 +107,27 @@ def _generate_batch(
 
 
 def generate_each(
-    session_ids: Sequence[int], generate: Generate, *, left_behind: int, concurrency: int = 1
+    requests: Sequence[BulkRegisterRequest],
+    generate: Gate,
+    *,
+    left_behind: int,
+    concurrency: int = 1,
 ) -> SweepReport:
     """Each session through ``generate``, up to ``concurrency`` at once; the report lists them
     in the order given, each with its outcome (a failure says whether it is retryable)."""
-    if concurrency > 1 and len(session_ids) > 1:
+    if concurrency > 1 and len(requests) > 1:
         with ThreadPoolExecutor(
-            max_workers=min(concurrency, len(session_ids)), thread_name_prefix="generate"
+            max_workers=min(concurrency, len(requests)), thread_name_prefix="generate"
         ) as pool:
-            sessions = list(pool.map(lambda sid: _generate_one(sid, generate), session_ids))
+            sessions = list(pool.map(lambda r: _generate_one(r, generate), requests))
     else:
-        sessions = [_generate_one(sid, generate) for sid in session_ids]
+        sessions = [_generate_one(r, generate) for r in requests]
     return summarize(sessions, left_behind=left_behind)
 
 
 def generate_retrying_unrecorded(
-    session_ids: Sequence[int],
-    generate: Generate,
+    requests: Sequence[BulkRegisterRequest],
+    generate: Gate,
     *,
     concurrency: int,
     retries: int,
@@ -131,21 +138,24 @@ def generate_retrying_unrecorded(
     rounds, ``first_delay_s`` doubling between them, for the sessions whose result this run
     could not record (retryable, with no wait for the watchdog): only their own run can
     resume their claim. A session the watchdog comes back for never holds the run."""
+    by_session = {r.session_id: r for r in requests}
     results = {
         s.session_id: s
-        for s in generate_each(
-            session_ids, generate, left_behind=0, concurrency=concurrency
-        ).sessions
+        for s in generate_each(requests, generate, left_behind=0, concurrency=concurrency).sessions
     }
     for retry in range(retries):
-        again = [s.session_id for s in results.values() if s.retryable and s.retry_in_s is None]
+        again = [
+            by_session[s.session_id]
+            for s in results.values()
+            if s.retryable and s.retry_in_s is None
+        ]
         if not again:
             break
         sleep(first_delay_s * 2**retry)
         log_event(logger, logging.INFO, "generation.retrying_in_run", sessions=len(again))
         retried = generate_each(again, generate, left_behind=0, concurrency=concurrency)
         results.update({s.session_id: s for s in retried.sessions})
-    return summarize([results[sid] for sid in session_ids], left_behind=0)
+    return summarize([results[r.session_id] for r in requests], left_behind=0)
 
 
 def summarize(sessions: Sequence[SessionResult], *, left_behind: int) -> SweepReport:
@@ -164,9 +174,10 @@ def summarize(sessions: Sequence[SessionResult], *, left_behind: int) -> SweepRe
     )
 
 
-def _generate_one(session_id: int, generate: Generate) -> SessionResult:
+def _generate_one(request: BulkRegisterRequest, generate: Gate) -> SessionResult:
+    session_id = request.session_id
     try:
-        outcome = generate(session_id)
+        outcome = generate(request)
     except GenerationFailed as exc:
         # generate_for_session logged it with context.
         return SessionResult(session_id, FAILED, retryable=exc.retryable, retry_in_s=exc.retry_in_s)

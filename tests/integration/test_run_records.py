@@ -19,6 +19,7 @@ from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, 
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.fallback import BACKFILL_DAYS, backfill_partitions_from
 from jlg_pipeline.orchestration.generation import build_generation_job
+from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import backfill_window
 from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
@@ -209,13 +210,7 @@ def test_a_backfill_over_more_sessions_than_its_limit_says_what_it_left(
     repository = ProgramSessionRepository(engine)
     registrar = RecordingRegistrar()
 
-    def generate(sid: int) -> Any:
-        from jlg_pipeline.services.generation import generate_for_session
-
-        return generate_for_session(
-            sid, repository=repository, registrar=registrar, trigger=Trigger.BACKFILL
-        )
-
+    generate = bind_gate(repository, registrar, Trigger.BACKFILL)
     report = backfill_window(repository, generate, day, day + timedelta(days=1), limit=2)
     assert (report.found, report.completed, report.left_behind) == (2, 2, 1)
     again = backfill_window(repository, generate, day, day + timedelta(days=1), limit=2)

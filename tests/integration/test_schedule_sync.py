@@ -7,7 +7,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,9 +22,15 @@ from jlg_pipeline.cli import main
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, schedule_request
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.ports import free_port
-from jlg_pipeline.services.eventbridge_sync import ScheduleSync, SyncAction
+from jlg_pipeline.services.eventbridge_sync import (
+    ScheduleSync,
+    SyncAction,
+    direct_run_key,
+    due_work,
+)
 from jlg_pipeline.services.program_session import ProgramSessionService
 from tests.support.factories import create_session, force_state, session_row
+from tests.support.fakes import FakeScheduler
 from tests.support.web import ROLE_ARN, Aws, admin_headers, client_for, settings_for
 
 S = LinkGenerationStatus
@@ -235,6 +241,35 @@ def test_a_near_time_goes_direct_even_while_aws_is_down(
         )
     [pending] = _pending(engine)
     assert pending["direct"] is True
+
+
+def test_the_sync_sensors_step_retires_launches_whose_runs_exist_and_returns_the_rest(
+    engine: Engine,
+) -> None:
+    """services/eventbridge_sync.due_work, without Dagster: near changes go direct in the
+    database; of the due launches, the ones a run covers are retired, the others returned."""
+    sync = ScheduleSync(
+        ScheduleOutbox(engine), FakeScheduler(), ScheduleTarget("arn:q", ROLE_ARN), enabled=True
+    )
+    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    ids = [create_session(engine) for _ in range(3)]
+    for sid in ids:
+        service.set_link_generation(sid, _later(seconds=1), 42)
+    time.sleep(1.2)
+    launched = {f"direct-{ids[0]}-"}
+
+    def covered(keys: Sequence[str]) -> set[str]:
+        return {k for k in keys if any(k.startswith(prefix) for prefix in launched)}
+
+    due = due_work(ScheduleOutbox(engine), covered)
+
+    assert sorted(launch.session_id for launch in due.launches) == ids[1:]
+    assert due.done == 1
+    assert [direct_run_key(launch) for launch in due.launches] == [
+        f"direct-{launch.session_id}-{launch.version}" for launch in due.launches
+    ]
+    again = due_work(ScheduleOutbox(engine), covered)
+    assert (len(again.launches), again.done) == (2, 0), "the retired one is gone"
 
 
 def test_with_the_flag_off_nothing_is_recorded_and_the_sync_drops_leftovers(

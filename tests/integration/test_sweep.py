@@ -1,15 +1,19 @@
 """The fallback sweep over real PostgreSQL: selection, limit, counts, going past failures."""
 
 from datetime import timedelta
-from functools import partial
 
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import RegistrarUnavailable
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
+from jlg_pipeline.domain.models import (
+    BulkRegisterRequest,
+    BulkRegisterResult,
+    GenerationOutcome,
+    Trigger,
+)
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import sweep_overdue_sessions
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
@@ -45,9 +49,7 @@ def test_sweep_completes_overdue_sessions_and_goes_past_failures(
     not_yet = create_session(engine, online=False)
     force_state(engine, not_yet, S.SCHEDULED, at_offset=timedelta(minutes=-5))
     registrar = FailingFor({ids[1], ids[3]})
-    generate = partial(
-        generate_for_session, repository=repository, registrar=registrar, trigger=Trigger.CRON
-    )
+    generate = bind_gate(repository, registrar, Trigger.CRON)
 
     report = sweep_overdue_sessions(repository, generate, limit=50)
 
@@ -69,7 +71,7 @@ def test_sweep_completes_overdue_sessions_and_goes_past_failures(
     retry = RecordingRegistrar()
     again = sweep_overdue_sessions(
         repository,
-        partial(generate_for_session, repository=repository, registrar=retry, trigger=Trigger.CRON),
+        bind_gate(repository, retry, Trigger.CRON),
     )
     assert (again.found, again.completed, again.failed) == (2, 2, 0)
     assert sorted(c.session_id for c in retry.calls) == sorted(report.failed_session_ids)
@@ -80,9 +82,7 @@ def test_sweep_limit_takes_the_oldest_and_reports_what_is_left(
 ) -> None:
     ids = _overdue(engine, 7)  # ids[-1] is the oldest
     registrar = RecordingRegistrar()
-    generate = partial(
-        generate_for_session, repository=repository, registrar=registrar, trigger=Trigger.CRON
-    )
+    generate = bind_gate(repository, registrar, Trigger.CRON)
 
     report = sweep_overdue_sessions(repository, generate, limit=3)
 
@@ -96,11 +96,9 @@ def test_sweep_counts_a_session_claimed_meanwhile_as_skipped(
     _overdue(engine, 1)
     registrar = RecordingRegistrar()
 
-    def racing_generate(session_id: int):  # type: ignore[no-untyped-def]
-        assert repository.claim(session_id) is not None  # an event run wins first
-        return generate_for_session(
-            session_id, repository=repository, registrar=registrar, trigger=Trigger.CRON
-        )
+    def racing_generate(request: BulkRegisterRequest) -> GenerationOutcome:
+        assert repository.claim(request.session_id) is not None  # an event run wins first
+        return bind_gate(repository, registrar, Trigger.CRON)(request)
 
     report = sweep_overdue_sessions(repository, racing_generate)
     assert (report.found, report.skipped, report.completed) == (1, 1, 0)
@@ -112,8 +110,8 @@ def test_sweep_survives_unexpected_errors(
 ) -> None:
     ids = _overdue(engine, 2)
 
-    def broken(session_id: int):  # type: ignore[no-untyped-def]
-        raise KeyError(session_id)
+    def broken(request: BulkRegisterRequest) -> GenerationOutcome:
+        raise KeyError(request.session_id)
 
     report = sweep_overdue_sessions(repository, broken)
     assert (report.found, report.failed) == (2, 2)
@@ -132,9 +130,7 @@ def test_always_failing_sessions_never_hold_back_an_overdue_one(
     overdue = create_session(engine, online=False)
     force_state(engine, overdue, S.SCHEDULED, at_offset=timedelta(hours=-2))
     registrar = FailingFor(set(poison))
-    generate = partial(
-        generate_for_session, repository=repository, registrar=registrar, trigger=Trigger.CRON
-    )
+    generate = bind_gate(repository, registrar, Trigger.CRON)
 
     report = sweep_overdue_sessions(repository, generate, limit=50)
 
@@ -148,9 +144,7 @@ def test_always_failing_sessions_never_hold_back_an_overdue_one(
     second = FailingFor(set(poison))
     sweep_overdue_sessions(
         repository,
-        partial(
-            generate_for_session, repository=repository, registrar=second, trigger=Trigger.CRON
-        ),
+        bind_gate(repository, second, Trigger.CRON),
         limit=6,
     )
     assert {c.session_id for c in second.calls} == set(poison) - reattempted

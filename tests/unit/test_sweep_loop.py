@@ -6,9 +6,13 @@ import logging
 import pytest
 
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
-from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult
+from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, GenerationResult
 from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 from tests.support.logs import fields_of
+
+
+def _requests(*session_ids: int) -> list[BulkRegisterRequest]:
+    return [BulkRegisterRequest(sid) for sid in session_ids]
 
 
 def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
@@ -16,7 +20,8 @@ def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
 ) -> None:
     seen: list[int] = []
 
-    def generate(session_id: int) -> GenerationOutcome:
+    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+        session_id = request.session_id
         seen.append(session_id)
         if session_id == 2:
             raise RetryableGenerationFailed("503", session_id=2, attempt=1, retryable=True)
@@ -26,7 +31,7 @@ def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
         return GenerationOutcome(session_id, result)
 
     with caplog.at_level(logging.ERROR):
-        report = generate_each([1, 2, 3, 4, 5], generate, left_behind=7)
+        report = generate_each(_requests(1, 2, 3, 4, 5), generate, left_behind=7)
 
     assert seen == [1, 2, 3, 4, 5]
     assert (report.found, report.completed, report.skipped, report.failed) == (5, 2, 1, 2)
@@ -46,7 +51,8 @@ def test_only_results_this_run_could_not_record_are_retried_in_it() -> None:
     again, and the run never waits for them."""
     calls: dict[int, int] = {}
 
-    def generate(session_id: int) -> GenerationOutcome:
+    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+        session_id = request.session_id
         calls[session_id] = calls.get(session_id, 0) + 1
         if session_id == 1 and calls[1] < 3:
             raise RetryableGenerationFailed("unrecorded", session_id=1, attempt=1, retryable=True)
@@ -60,7 +66,12 @@ def test_only_results_this_run_could_not_record_are_retried_in_it() -> None:
 
     waits: list[float] = []
     report = generate_retrying_unrecorded(
-        [1, 2, 3, 4], generate, concurrency=2, retries=5, first_delay_s=1.0, sleep=waits.append
+        _requests(1, 2, 3, 4),
+        generate,
+        concurrency=2,
+        retries=5,
+        first_delay_s=1.0,
+        sleep=waits.append,
     )
     assert calls == {1: 3, 2: 1, 3: 1, 4: 1}
     assert waits == [1.0, 2.0], "two rounds for session 1, then nothing left to retry"

@@ -1,0 +1,160 @@
+"""Every reading that runs on a timer, at 10,000 and at 10,000,000 sessions (docs/design.md
+"Scale"): the /metrics background reading (every 15 s on every web replica), the watchdog's
+check (every 15 s), the schedule sync sensor's (every 10 s) and, beside them, a /metrics
+scrape through the served app. The history grows (COMPLETED sessions with an attempt record
+each, never-scheduled, future and deleted ones); what is due, running and pending stays the
+same at both sizes, as it does in a deployment whose history grows.
+
+    .venv/bin/python -m bench.timing.readings [--small 10000] [--large 10000000] [--strict]
+"""
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import httpx
+from sqlalchemy import Engine, text
+
+from bench.common import (
+    Targets,
+    add_attempts,
+    bench_database,
+    machine,
+    populate,
+    strict_option,
+    table,
+)
+from bench.timing.front_door import JWT_ENV, serve
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.orchestration.watchdog import WATCHDOG_BATCH
+
+DUE = 1000
+"""Overdue, claimable sessions at either size: a backlog, not history."""
+PENDING = 200
+"""Schedule changes pending at either size."""
+RATIO_TARGET = 1.5
+LARGE_TARGET_MS = 50.0
+
+
+def add_pending_changes(engine: Engine, count: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_schedule_outbox (program_session_id, version, fire_at,"
+                " next_try_at) SELECT id, nextval('jlg_schedule_outbox_version_seq'),"
+                " now() + interval '1 day', now() + interval '1 hour'"
+                " FROM hdb_program_session WHERE link_generation_status = 'SCHEDULED'"
+                " ORDER BY id DESC LIMIT :n ON CONFLICT DO NOTHING"
+            ),
+            {"n": count},
+        )
+
+
+def readings(engine: Engine) -> dict[str, Callable[[], object]]:
+    repository = ProgramSessionRepository(engine)
+    outbox = ScheduleOutbox(engine)
+    return {
+        "/metrics background reading": lambda: read_metrics_snapshot(engine),
+        "watchdog check": lambda: repository.find_unattended(WATCHDOG_BATCH),
+        "sync sensor check": lambda: (outbox.direct_near(), outbox.due_work()),
+    }
+
+
+def median_ms(read: Callable[[], object], repeat: int) -> float:
+    read()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        read()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def scrape_ms(url: str, count: int) -> float:
+    process, base = serve("web.app:create_app", {**os.environ, "JLG_DATABASE_URL": url, **JWT_ENV})
+    try:
+        with httpx.Client(base_url=base) as client:
+            for _ in range(20):
+                client.get("/metrics")
+            times = []
+            for _ in range(count):
+                started = time.perf_counter()
+                assert client.get("/metrics").status_code == 200
+                times.append(time.perf_counter() - started)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    return statistics.median(times) * 1000
+
+
+def measure(url: str, engine: Engine, repeat: int, scrapes: int) -> dict[str, float]:
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE"))
+    figures = {name: median_ms(read, repeat) for name, read in readings(engine).items()}
+    figures["/metrics scrape (served)"] = scrape_ms(url, scrapes)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--large", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--scrapes", type=int, default=200)
+    strict_option(parser)
+    args = parser.parse_args()
+    targets = Targets()
+    with bench_database("jlg_bench_readings") as url:
+        engine = create_engine(url)
+        autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        populate(autocommit, args.small, DUE)
+        add_attempts(engine)
+        add_pending_changes(engine, PENDING)
+        small = measure(url, engine, args.repeat, args.scrapes)
+        started = time.perf_counter()
+        populate(autocommit, args.large - args.small, 0)
+        add_attempts(engine)
+        filled_s = time.perf_counter() - started
+        large = measure(url, engine, args.repeat, args.scrapes)
+        engine.dispose()
+    rows: list[tuple[str, ...]] = []
+    for name, small_ms in small.items():
+        ratio = large[name] / small_ms
+        verdicts = [targets.at_most(f"{name}: large over small", ratio, RATIO_TARGET)]
+        if name != "/metrics scrape (served)":
+            verdicts.append(
+                targets.at_most(f"{name}: ms at {args.large:,}", large[name], LARGE_TARGET_MS)
+            )
+        rows.append(
+            (
+                name,
+                f"{small_ms:.2f}",
+                f"{large[name]:.2f}",
+                f"{ratio:.2f}x",
+                "MISS" if "MISS" in verdicts else "PASS",
+            )
+        )
+    table(
+        f"Timed readings at {args.small:,} and {args.large:,} sessions, {DUE} due and "
+        f"{PENDING} schedule changes pending at both ({machine()}; the large table filled "
+        f"in {filled_s:.0f} s); targets ≤ {RATIO_TARGET}x and under {LARGE_TARGET_MS:.0f} ms "
+        "at the large size",
+        rows,
+        (
+            "reading",
+            f"median ms at {args.small:,}",
+            f"median ms at {args.large:,}",
+            "large over small",
+            "",
+        ),
+    )
+    targets.finish(args.strict)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The candidate sets: which sessions the sweep, the watchdog and a backfill go after, and
+the overdue ones the metrics count. Each set is written once, and each is read through the
+partial index whose predicates it repeats (migrations 0002, 0003, 0008), so its cost follows
+what is due, not the table's history."""
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select, union_all
+
+from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.intent_history import newest_actor
+from jlg_pipeline.adapters.session_statements import S, SessionStatements, due_session, ms
+from jlg_pipeline.adapters.tables import program_session as ps
+from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.models import DueSession
+
+
+def overdue(after: ColumnElement[timedelta]) -> ColumnElement[bool]:
+    """Not deleted, not COMPLETED, its time more than ``after`` ago: the predicates of
+    ix_psession_link_gen_due, so the planner can use it."""
+    return and_(
+        ps.c.deleted_at.is_(None),
+        ps.c.link_generation_status != S.COMPLETED.value,
+        ps.c.link_generation_at <= func.now() - after,
+    )
+
+
+class CandidateQueries(SessionStatements):
+    def _fallback_candidates(self) -> ColumnElement[bool]:
+        return and_(overdue(ms(self.windows.grace_ms)), self._claimable())
+
+    def fallback_candidates_statement(self, limit: int) -> Select[Any]:
+        """The sweep's candidates in two tiers, each served by its own partial index:
+        SCHEDULED and stale IN_PROGRESS oldest first, then FAILED fewest attempts first. So
+        sessions that always fail are re-attempted, but never keep another from its turn."""
+        past_grace = and_(
+            ps.c.deleted_at.is_(None),
+            ps.c.link_generation_at <= func.now() - ms(self.windows.grace_ms),
+        )
+
+        def tier(
+            number: int,
+            rank: ColumnElement[Any],
+            order: Sequence[ColumnElement[Any]],
+            *where: ColumnElement[bool],
+        ) -> Select[Any]:
+            return (
+                select(
+                    ps.c.id,
+                    ps.c.link_generation_at,
+                    ps.c.link_generation_status,
+                    literal(number).label("tier"),
+                    rank.label("rank"),
+                )
+                .where(past_grace, *where)
+                .order_by(*order, ps.c.link_generation_at, ps.c.id)
+                .limit(limit)
+            )
+
+        fresh = tier(
+            0,
+            literal(0),
+            (),
+            ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
+            or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
+        )
+        failed = tier(
+            1,
+            ps.c.link_generation_attempt,
+            (ps.c.link_generation_attempt,),
+            ps.c.link_generation_status == S.FAILED.value,
+        )
+        both = union_all(fresh, failed).subquery("candidates")
+        return (
+            select(both.c.id, both.c.link_generation_at, both.c.link_generation_status)
+            .order_by(both.c.tier, both.c.rank, both.c.link_generation_at, both.c.id)
+            .limit(limit)
+        )
+
+    def find_due_for_fallback_generation(self, limit: int) -> Sequence[DueSession]:
+        """Overdue past the grace window, not deleted, claimable: SCHEDULED and stale
+        IN_PROGRESS oldest first, then FAILED fewest attempts first; at most ``limit``."""
+        statement = self.fallback_candidates_statement(validation.positive_limit(limit))
+        with translate_errors("finding overdue sessions"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [due_session(r) for r in rows]
+
+    def count_due_for_fallback_generation(self) -> int:
+        """How many sessions :meth:`find_due_for_fallback_generation` would return unlimited."""
+        statement = select(func.count()).select_from(ps).where(self._fallback_candidates())
+        with translate_errors("counting overdue sessions"), self._engine.connect() as conn:
+            return int(conn.execute(statement).scalar_one())
+
+    def find_unattended(self, limit: int) -> Sequence[DueSession]:
+        """The watchdog's candidates: due sessions no live attempt holds, whatever became of
+        their event. SCHEDULED with a time more than the watchdog's grace ago (never claimed
+        this cycle), IN_PROGRESS gone stale, or FAILED retryably with its wait over (a
+        non-retryable failure is the sweep's and a person's); not deleted; oldest first, at
+        most ``limit``; each with the admin of its newest intent change. Each tier is read
+        through its own partial index."""
+        limit = validation.positive_limit(limit)
+        columns = [
+            ps.c.id,
+            ps.c.link_generation_at,
+            ps.c.link_generation_status,
+            newest_actor(ps.c.id).label("actor_user_id"),
+        ]
+        fresh = (
+            select(*columns)
+            .where(
+                # The predicates of ix_psession_link_gen_fresh, so the planner can use it.
+                ps.c.deleted_at.is_(None),
+                ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
+                ps.c.link_generation_at <= func.now() - ms(self.windows.watchdog_grace_ms),
+                or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
+            )
+            .order_by(ps.c.link_generation_at, ps.c.id)
+            .limit(limit)
+        )
+        retrying = (
+            select(*columns)
+            .where(
+                # ix_psession_link_gen_retry's predicates.
+                ps.c.deleted_at.is_(None),
+                ps.c.link_generation_status == S.FAILED.value,
+                ps.c.link_generation_retry_at.is_not(None),
+                ps.c.link_generation_retry_at <= func.now(),
+            )
+            .order_by(ps.c.link_generation_retry_at, ps.c.id)
+            .limit(limit)
+        )
+        both = union_all(fresh, retrying).subquery()
+        statement = select(both).order_by(both.c.link_generation_at, both.c.id).limit(limit)
+        with translate_errors("finding unattended sessions"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [due_session(r) for r in rows]
+
+    def _in_window(self, start: datetime, end: datetime) -> ColumnElement[bool]:
+        start = validation.aware_datetime(start, "start")
+        end = validation.aware_datetime(end, "end")
+        return and_(
+            ps.c.deleted_at.is_(None),
+            ps.c.link_generation_status != S.COMPLETED.value,
+            ps.c.link_generation_at >= start,
+            ps.c.link_generation_at < end,
+            self._due(),
+            self._claimable(),
+        )
+
+    def find_due_in_window(
+        self, start: datetime, end: datetime, limit: int
+    ) -> Sequence[DueSession]:
+        """Backfill candidates: ``link_generation_at`` in [start, end), due, claimable and
+        not deleted (so never COMPLETED, inv-03); oldest first, at most ``limit``."""
+        statement = (
+            select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
+            .where(self._in_window(start, end))
+            .order_by(ps.c.link_generation_at, ps.c.id)
+            .limit(validation.positive_limit(limit))
+        )
+        with translate_errors("finding sessions to backfill"), self._engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [due_session(r) for r in rows]
+
+    def count_due_in_window(self, start: datetime, end: datetime) -> int:
+        """How many sessions :meth:`find_due_in_window` would return unlimited."""
+        statement = select(func.count()).select_from(ps).where(self._in_window(start, end))
+        with translate_errors("counting sessions to backfill"), self._engine.connect() as conn:
+            return int(conn.execute(statement).scalar_one())
