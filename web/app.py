@@ -24,9 +24,10 @@ from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
 from jlg_pipeline.services.eventbridge_sync import Scheduler
-from web import envelope, routes
+from web import envelope
 from web.after_response import FAST_PATH_WORKERS, AfterResponse
 from web.auth import JwtBackend, on_auth_error
+from web.endpoints import ENDPOINTS, INTERNAL
 from web.limits import HeaderCountLimit
 from web.metrics import (
     Metrics,
@@ -114,34 +115,13 @@ def create_app(
     app = Starlette(
         routes=[
             Route(
-                "/program-session/{id}/link-generation",
-                routes.link_generation,
-                methods=["GET", "PATCH"],
-                middleware=auth,
-                name="link_generation",
-            ),
-            Route(
-                "/program-session/{id}/link-generation/attempts",
-                routes.link_generation_attempts,
-                methods=["GET"],
-                middleware=auth,
-            ),
-            Route(
-                "/program-session/{id}/link-generation/changes",
-                routes.link_generation_changes,
-                methods=["GET"],
-                middleware=auth,
-            ),
-            Route(
-                "/program-session/link-generation",
-                routes.list_link_generation,
-                methods=["GET"],
-                middleware=auth,
-            ),
-            Route("/healthz", routes.healthz, methods=["GET"]),
-            Route("/readyz", routes.readyz, methods=["GET"]),
-            Route("/metrics", routes.metrics, methods=["GET"]),
-            Route("/openapi.json", routes.openapi, methods=["GET"]),
+                e.path,
+                e.handler,
+                methods=list(e.methods),
+                middleware=auth if e.admin else None,
+                name=e.path,
+            )
+            for e in (*ENDPOINTS, *INTERNAL)
         ],
         middleware=[
             Middleware(MetricsMiddleware, metrics=metrics),

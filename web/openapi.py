@@ -1,5 +1,6 @@
-"""The OpenAPI 3.1 document for the front door, served at ``/openapi.json``: schemas from
-the pydantic models in ``web.schemas``, error responses from the one error table."""
+"""The OpenAPI 3.1 document for the front door, served at ``/openapi.json``: paths from the
+endpoint table (``web.endpoints``), schemas from the pydantic models in ``web.schemas``,
+error responses from the one error table."""
 
 from typing import Any
 
@@ -7,10 +8,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
+from web.endpoints import ENDPOINTS, Endpoint, Operation, ref
 from web.envelope import ERRORS
 from web.schemas import (
-    DEFAULT_LIST_LIMIT,
-    MAX_LIST_LIMIT,
     AttemptResponse,
     ChangeResponse,
     ErrorEnvelope,
@@ -52,45 +52,62 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(code): _error_response(ERRORS[code].description) for code in codes}
 
 
-def _ok(description: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": _envelope(data)}},
+def _operation(endpoint: Endpoint, operation: Operation) -> dict[str, Any]:
+    ok: dict[str, Any] = {"description": operation.ok}
+    if operation.data is not None:
+        ok["content"] = {"application/json": {"schema": _envelope(operation.data)}}
+    described: dict[str, Any] = {
+        "operationId": operation.operation_id,
+        "summary": operation.summary,
     }
+    if endpoint.admin:
+        described["security"] = [{"bearer": []}]
+    if operation.query:
+        described["parameters"] = list(operation.query)
+    if operation.body is not None:
+        described["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": ref(operation.body.__name__)}},
+        }
+    described["responses"] = {"200": ok, **_errors(*sorted(operation.errors))}
+    return described
+
+
+def _path(endpoint: Endpoint) -> dict[str, Any]:
+    parameters = [*([SESSION_ID] if "{id}" in endpoint.path else [])]
+    parameters += IDENTITY_HEADERS if endpoint.admin else []
+    return {
+        **({"parameters": parameters} if parameters else {}),
+        **{op.method.lower(): _operation(endpoint, op) for op in endpoint.operations},
+    }
+
+
+SESSION_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "Program session id",
+    "schema": {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+}
+IDENTITY_HEADERS = [
+    {
+        "name": "X-Active-Role",
+        "in": "header",
+        "required": True,
+        "description": "The role acting now; must be one of the token's roles, and admin here",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "X-User-Id",
+        "in": "header",
+        "required": False,
+        "description": "When sent, must equal the token's sub",
+        "schema": {"type": "string"},
+    },
+]
 
 
 def build_openapi() -> dict[str, Any]:
-    link_ok = {
-        "description": "The session's link-generation state",
-        "content": {
-            "application/json": {
-                "schema": _envelope({"$ref": "#/components/schemas/LinkGenerationResponse"})
-            }
-        },
-    }
-    session_id = {
-        "name": "id",
-        "in": "path",
-        "required": True,
-        "description": "Program session id",
-        "schema": {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
-    }
-    identity_headers = [
-        {
-            "name": "X-Active-Role",
-            "in": "header",
-            "required": True,
-            "description": "The role acting now; must be one of the token's roles, and admin here",
-            "schema": {"type": "string"},
-        },
-        {
-            "name": "X-User-Id",
-            "in": "header",
-            "required": False,
-            "description": "When sent, must equal the token's sub",
-            "schema": {"type": "string"},
-        },
-    ]
     return {
         "openapi": "3.1.0",
         "info": {
@@ -98,132 +115,7 @@ def build_openapi() -> dict[str, Any]:
             "version": "1.0.0",
             "description": "Schedule join-link generation for program sessions.",
         },
-        "paths": {
-            "/program-session/{id}/link-generation": {
-                "parameters": [session_id, *identity_headers],
-                "get": {
-                    "operationId": "getLinkGeneration",
-                    "summary": "Read a session's link-generation time and status",
-                    "security": [{"bearer": []}],
-                    "responses": {
-                        "200": link_ok,
-                        **_errors(400, 401, 403, 404, 500, 503),
-                    },
-                },
-                "patch": {
-                    "operationId": "setLinkGeneration",
-                    "summary": "Schedule (a future time) or clear (null) link generation",
-                    "security": [{"bearer": []}],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {"$ref": "#/components/schemas/SetLinkGenerationDto"}
-                            }
-                        },
-                    },
-                    "responses": {
-                        "200": link_ok,
-                        **_errors(400, 401, 403, 404, 409, 413, 500, 503),
-                    },
-                },
-            },
-            "/program-session/{id}/link-generation/attempts": {
-                "parameters": [session_id, *identity_headers],
-                "get": {
-                    "operationId": "getLinkGenerationAttempts",
-                    "summary": "A session's generation attempts, newest first (at most 50)",
-                    "security": [{"bearer": []}],
-                    "responses": {
-                        "200": _ok(
-                            "The attempts; [] for a session never attempted",
-                            {
-                                "type": "array",
-                                "items": {"$ref": "#/components/schemas/AttemptResponse"},
-                            },
-                        ),
-                        **_errors(400, 401, 403, 404, 500, 503),
-                    },
-                },
-            },
-            "/program-session/{id}/link-generation/changes": {
-                "parameters": [session_id, *identity_headers],
-                "get": {
-                    "operationId": "getLinkGenerationChanges",
-                    "summary": "Who changed the session's time, newest first (at most 50)",
-                    "security": [{"bearer": []}],
-                    "responses": {
-                        "200": _ok(
-                            "The changes; [] for a session never armed or cleared through the API",
-                            {
-                                "type": "array",
-                                "items": {"$ref": "#/components/schemas/ChangeResponse"},
-                            },
-                        ),
-                        **_errors(400, 401, 403, 404, 500, 503),
-                    },
-                },
-            },
-            "/program-session/link-generation": {
-                "parameters": identity_headers,
-                "get": {
-                    "operationId": "listLinkGeneration",
-                    "summary": "Sessions' link-generation state, by id, a page at a time",
-                    "security": [{"bearer": []}],
-                    "parameters": [
-                        {
-                            "name": "status",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"$ref": "#/components/schemas/LinkGenerationStatus"},
-                        },
-                        {
-                            "name": "limit",
-                            "in": "query",
-                            "required": False,
-                            "schema": {
-                                "type": "integer",
-                                "minimum": 1,
-                                "maximum": MAX_LIST_LIMIT,
-                                "default": DEFAULT_LIST_LIMIT,
-                            },
-                        },
-                        {
-                            "name": "afterId",
-                            "in": "query",
-                            "required": False,
-                            "description": "The previous page's nextAfterId",
-                            "schema": {
-                                "type": "integer",
-                                "minimum": 0,
-                                "maximum": BIGINT_MAX,
-                                "default": 0,
-                            },
-                        },
-                    ],
-                    "responses": {
-                        "200": _ok(
-                            "A page of sessions", {"$ref": "#/components/schemas/SessionPage"}
-                        ),
-                        **_errors(400, 401, 403, 500, 503),
-                    },
-                },
-            },
-            "/healthz": {
-                "get": {
-                    "operationId": "healthz",
-                    "summary": "Liveness (no auth, touches nothing)",
-                    "responses": {"200": {"description": "Alive"}},
-                }
-            },
-            "/readyz": {
-                "get": {
-                    "operationId": "readyz",
-                    "summary": "Readiness: the database answers",
-                    "responses": {"200": {"description": "Ready"}, **_errors(503)},
-                }
-            },
-        },
+        "paths": {e.path: _path(e) for e in ENDPOINTS},
         "components": {
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}

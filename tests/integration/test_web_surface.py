@@ -137,6 +137,27 @@ def test_openapi_document_describes_both_operations(http: TestClient) -> None:
     assert dto["additionalProperties"] is False
 
 
+def test_every_route_served_is_documented_or_internal_and_every_documented_one_served(
+    http: TestClient,
+) -> None:
+    """The document and the routes come from one table: each served path and method is in
+    the document (or is /metrics or /openapi.json), and each documented one is served."""
+    document = http.get("/openapi.json").json()
+    documented = {
+        (path, method.upper())
+        for path, item in document["paths"].items()
+        for method in item
+        if method != "parameters"
+    }
+    served = {
+        (route.path, method)
+        for route in http.app.routes  # type: ignore[attr-defined]
+        for method in route.methods - {"HEAD"}
+    }
+    assert served - documented == {("/metrics", "GET"), ("/openapi.json", "GET")}
+    assert documented <= served
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [({"jwt_secret": None}, "JLG_JWT_SECRET"), ({"jwt_secret": "short"}, "at least 32 bytes")],
