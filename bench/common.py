@@ -25,6 +25,7 @@ from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.postgres import create_database, drop_database
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
+from jlg_pipeline.tokens import mint_token
 from testkit.claim_race import claim_race
 from testkit.processes import group_processes
 
@@ -407,3 +408,29 @@ def add_attempts(engine: Engine) -> None:
         )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE"))
+
+
+SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
+ISSUER = "https://idp.bench.invalid"
+AUDIENCE = "jlg-admin-api"
+JWT_ENV = {"JLG_JWT_SECRET": SECRET, "JLG_JWT_ISSUER": ISSUER, "JLG_JWT_AUDIENCE": AUDIENCE}
+"""The web app's token settings, as production has them (issuer and audience)."""
+
+
+def admin_headers() -> dict[str, str]:
+    """Credentials of an admin, signed with the benchmarks' ``SECRET``."""
+    token = mint_token(SECRET, user_id=1, roles=("admin",), issuer=ISSUER, audience=AUDIENCE)
+    return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
+
+
+def app_env(url: str, aws: LocalAws) -> dict[str, str]:
+    """The web app's environment: database ``url``, schedules to the local ``aws``."""
+    return {
+        **os.environ,
+        **aws.env,
+        "JLG_DATABASE_URL": url,
+        **JWT_ENV,
+        "ENABLE_JOIN_LINK_SCHEDULER": "true",
+        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
+        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
+    }

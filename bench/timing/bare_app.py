@@ -45,7 +45,14 @@ def create_bare_app() -> Starlette:
 
         return JSONResponse(await run_in_threadpool(write))
 
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
     return Starlette(
-        routes=[Route("/program-session/{id}/link-generation", patch, methods=["PATCH"])],
+        routes=[
+            Route("/program-session/{id}/link-generation", patch, methods=["PATCH"]),
+            # What the launcher waits for (testkit/served.py), as for the app.
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
         lifespan=lifespan,
     )

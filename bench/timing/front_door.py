@@ -12,94 +12,25 @@ rate), so a noisy moment of the machine falls on both rather than on one.
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 
 from bench.common import (
-    BIN,
-    ROOT,
     add_sessions,
+    admin_headers,
+    app_env,
     bench_database,
     machine,
     moto_process,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.aws import LocalAws
-from jlg_pipeline.local.ports import free_port
-from jlg_pipeline.tokens import mint_token
+from testkit.served import start_web
 
-SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
-ISSUER = "https://idp.bench.invalid"
-AUDIENCE = "jlg-admin-api"
-JWT_ENV = {"JLG_JWT_SECRET": SECRET, "JLG_JWT_ISSUER": ISSUER, "JLG_JWT_AUDIENCE": AUDIENCE}
-"""The web app's token settings, as production has them (issuer and audience)."""
 SESSIONS = 2000
-
-
-def admin_headers() -> dict[str, str]:
-    """Credentials of an admin, signed with the benchmarks' ``SECRET``."""
-    token = mint_token(SECRET, user_id=1, roles=("admin",), issuer=ISSUER, audience=AUDIENCE)
-    return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
-
-
-def app_env(url: str, aws: LocalAws) -> dict[str, str]:
-    """The web app's environment: database ``url``, schedules to the local ``aws``."""
-    return {
-        **os.environ,
-        **aws.env,
-        "JLG_DATABASE_URL": url,
-        **JWT_ENV,
-        "ENABLE_JOIN_LINK_SCHEDULER": "true",
-        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
-    }
-
-
-def serve(
-    factory: str, env: dict[str, str], workers: int = 1, log: Path | None = None
-) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``factory`` under uvicorn (its output to ``log`` if given) and wait until it
-    answers; returns the process and its base URL."""
-    port = free_port()
-    output = log.open("wb") if log else None
-    process = subprocess.Popen(  # noqa: S603
-        [
-            str(BIN / "uvicorn"),
-            "--factory",
-            factory,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=output,
-        stderr=subprocess.STDOUT if output else None,
-    )
-    if output:
-        output.close()  # the server holds its own copy
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/", timeout=1)
-            return process, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{factory} did not start")
 
 
 async def load(
@@ -163,7 +94,9 @@ def main() -> None:
                 ("web.app:create_app", admin_headers()),
                 ("bench.timing.bare_app:create_bare_app", {}),
             ]
-            started = [serve(factory, env, args.workers) for factory, _ in servers]
+            started = [
+                start_web(env, factory=factory, workers=args.workers) for factory, _ in servers
+            ]
             # (server, rate) -> every latency of its rounds, and its errors.
             latencies: dict[tuple[str, int], list[float]] = {}
             errors: dict[tuple[str, int], int] = {}

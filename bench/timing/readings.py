@@ -18,6 +18,7 @@ import httpx
 from sqlalchemy import Engine, text
 
 from bench.common import (
+    JWT_ENV,
     Targets,
     add_attempts,
     bench_database,
@@ -26,12 +27,12 @@ from bench.common import (
     strict_option,
     table,
 )
-from bench.timing.front_door import JWT_ENV, serve
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.orchestration.watchdog import WATCHDOG_BATCH
+from testkit.served import start_web, stop_web
 
 DUE = 1000
 """Overdue, claimable sessions at either size: a backlog, not history."""
@@ -76,7 +77,7 @@ def median_ms(read: Callable[[], object], repeat: int) -> float:
 
 
 def scrape_ms(url: str, count: int) -> float:
-    process, base = serve("web.app:create_app", {**os.environ, "JLG_DATABASE_URL": url, **JWT_ENV})
+    process, base = start_web({**os.environ, "JLG_DATABASE_URL": url, **JWT_ENV})
     try:
         with httpx.Client(base_url=base) as client:
             for _ in range(20):
@@ -87,8 +88,7 @@ def scrape_ms(url: str, count: int) -> float:
                 assert client.get("/metrics").status_code == 200
                 times.append(time.perf_counter() - started)
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop_web(process)
     return statistics.median(times) * 1000
 
 

@@ -22,11 +22,11 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from bench.common import add_sessions, bench_database, machine, table
-from bench.timing.front_door import admin_headers, app_env, serve
+from bench.common import add_sessions, admin_headers, app_env, bench_database, machine, table
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import start_moto
 from jlg_pipeline.local.ports import free_port
+from testkit.served import start_web
 
 CONTRACT = (status_code_conformance, content_type_conformance, response_schema_conformance)
 
@@ -75,7 +75,7 @@ def main() -> None:
             engine = create_engine(url)
             add_sessions(engine, 5, due=False)
             engine.dispose()
-            process, base = serve("web.app:create_app", app_env(url, aws))
+            process, base = start_web(app_env(url, aws))
             try:
                 schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
                 operations = sum(1 for _ in schema.get_all_operations())

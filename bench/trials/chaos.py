@@ -46,8 +46,10 @@ import httpx
 from sqlalchemy import Engine, text
 
 from bench.common import (
+    JWT_ENV,
     ROOT,
     add_registrants,
+    admin_headers,
     aws_through,
     bench_database,
     dagster_env,
@@ -56,7 +58,6 @@ from bench.common import (
     private_postgres,
     start_daemon,
 )
-from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
@@ -65,6 +66,7 @@ from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 from testkit.fault_proxy import FaultProxy, Mode, proxied_database
 from testkit.processes import code_server_pids, run_worker_pids
+from testkit.served import start_web
 
 ON_TIME_S = 120.0
 FULL_LENGTH_S = 1200.0
@@ -431,7 +433,7 @@ def whole_system(
             sqs=aws.client("sqs"),
             queue_url=aws.queue_url,
         )
-        web, base = serve("web.app:create_app", env, log=home / "web.log")
+        web, base = start_web(env, log=home / "web.log")
         system.start_daemon()
         try:
             yield system, base, ids, engine

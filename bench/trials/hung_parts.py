@@ -41,9 +41,11 @@ import httpx
 from sqlalchemy import text
 
 from bench.common import (
+    JWT_ENV,
     ROOT,
     add_registrants,
     add_sessions,
+    admin_headers,
     aws_through,
     bench_database,
     dagster_env,
@@ -53,13 +55,13 @@ from bench.common import (
     start_daemon,
     table,
 )
-from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 from testkit.fault_proxy import FaultProxy, Mode
 from testkit.processes import run_worker_pids
+from testkit.served import start_web
 
 ON_TIME = timedelta(minutes=2)
 # Each fault starts once the one before has been recovered from (the watchdog's 75 s grace
@@ -112,7 +114,7 @@ def run(
         standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
         standin.start()
         children = Children()
-        web, base = serve("web.app:create_app", env, log=home / "web.log")
+        web, base = start_web(env, log=home / "web.log")
         pgid = start_daemon(children, env, home / "daemon.log")
         time.sleep(20)  # the daemon loads the code location
         started = time.monotonic()

@@ -29,9 +29,11 @@ from typing import Any
 import httpx
 
 from bench.common import (
+    JWT_ENV,
     ROOT,
     add_registrants,
     add_sessions,
+    admin_headers,
     bench_database,
     dagster_env,
     execute_job,
@@ -41,11 +43,11 @@ from bench.common import (
     sweep,
     table,
 )
-from bench.timing.front_door import JWT_ENV, admin_headers, serve
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.migrate import migrate
+from testkit.served import start_web
 
 STALE_MS = 3000
 GRACE_MS = 1000
@@ -139,7 +141,7 @@ def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tup
         JLG_TEST_GRACE_MS=str(GRACE_MS),
     )
     log = home / "web.log"
-    web, base = serve("web.app:create_app", env, log=log)
+    web, base = start_web(env, log=log)
     statuses: Counter[int] = Counter()
     latencies: list[float] = []
     try:

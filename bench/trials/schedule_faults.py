@@ -38,8 +38,16 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine, text
 
-from bench.common import add_registrants, add_sessions, bench_database, machine, moto_process, table
-from bench.timing.front_door import admin_headers, app_env, serve
+from bench.common import (
+    add_registrants,
+    add_sessions,
+    admin_headers,
+    app_env,
+    bench_database,
+    machine,
+    moto_process,
+    table,
+)
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
@@ -53,6 +61,7 @@ from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.generation import generate_for_session
+from testkit.served import start_web
 
 ON_TIME = timedelta(minutes=2)
 TICK_SECONDS = 5.0
@@ -279,7 +288,7 @@ def main() -> None:
             world.sessions = add_sessions(engine, args.sessions, due=False)
             env = {**app_env(url, aws), "AWS_ENDPOINT_URL": proxy_url}
             log = Path(f"/tmp/jlg_bench_faults_{name}.log")  # noqa: S108 - a local bench log
-            process, world.base = serve("web.app:create_app", env, log=log)
+            process, world.base = start_web(env, log=log)
             stack.callback(process.wait, 10)
             stack.callback(process.terminate)
             worlds.append(world)
