@@ -19,7 +19,8 @@ def start_web(
     factory: str | None = None,
     workers: int = 1,
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """Start the app with ``env`` (its output to ``log`` if given) and wait until it answers
+    """Start the app with ``env`` (its output to ``log`` if given, else nowhere: its access
+    log would drown a benchmark's table) and wait until it answers
     ``/healthz`` (any answer, for a ``factory`` that has none); the process and its base URL.
     The caller stops it."""
     port = free_port()
@@ -42,16 +43,15 @@ def start_web(
             "warning",
             "--no-access-log",
         ]
-    output = log.open("wb") if log else None
-    process = subprocess.Popen(  # noqa: S603
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=output,
-        stderr=subprocess.STDOUT if output else None,
-    )
-    if output:
-        output.close()  # the server holds its own copy
+    if log is None:
+        process = subprocess.Popen(  # noqa: S603
+            argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+    else:
+        with log.open("wb") as output:  # the server keeps its own copy open
+            process = subprocess.Popen(  # noqa: S603
+                argv, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+            )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_answers(f"{url}/healthz", 30, lambda: process.poll() is None)
