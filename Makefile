@@ -50,6 +50,7 @@ bench: setup
 	$(BIN)/python -m bench.timing.local_registrar --registrants 2000 --repeat 2 --strict
 	$(BIN)/python -m bench.timing.sync_idle_check --rows 100000 --waiting 2000 --repeat 50 --strict
 	$(BIN)/python -m bench.timing.sweep_query --rows 100000 --due 1000 --poison 10000 --repeat 10 --strict
+	$(BIN)/python -m bench.timing.sqs_intake --messages 500 --strict
 	$(BIN)/python -m bench.timing.daemon_burst --sizes 60 --strict
 
 # The whole system on this machine: embedded PostgreSQL and AWS emulation unless configured.

@@ -12,9 +12,9 @@ Reported per case: time from the fire time until all COMPLETED, the share COMPLE
 minutes of it (from the attempt history), CPU per session (the daemon's process tree: the
 daemon, its code server and every run worker) until all COMPLETED and until every run
 ended, runs created, which trigger completed the sessions, peak memory of the process tree,
-sessions generated more than once (bulk jobs at the local registrar), and the sensor's intake:
-messages taken off the queue (deleted, their runs existing) a second, from the first delivery
-until the queue is empty.
+sessions generated more than once (bulk jobs at the local registrar), and how long after the
+first delivery the queue was empty (every message deleted, its run existing; the sensor's own
+rate is ``bench.timing.sqs_intake``'s).
 """
 
 import argparse
@@ -69,7 +69,7 @@ class Case:
     by_trigger: str = ""
     peak_mib: float = 0.0
     twice: int = 0
-    intake_per_s: float = 0.0
+    queue_empty_s: float = 0.0
 
 
 def _arm(engine: Engine, count: int) -> tuple[list[int], float]:
@@ -197,7 +197,7 @@ def run_case(sessions: int, mode: str) -> Case:
                 while not emptied_at and time.time() < deadline:
                     emptied_at = time.time() if _queue_empty(sqs, aws.queue_url) else 0.0
                     time.sleep(0.5)
-                case.intake_per_s = len(bodies) / max(emptied_at - sent_at, 0.5)
+                case.queue_empty_s = emptied_at - sent_at
                 case.cpu_at_completed = sum(group_cpu_seconds(pgid).values()) - before
                 while _runs(dagster_url)[1] and time.time() < deadline:
                     time.sleep(2)
@@ -230,7 +230,7 @@ def main() -> None:
     table(
         f"A cohort sharing one fire time, through the real daemon ({machine()}); "
         f"{DUPLICATES} deliveries sent twice; targets with the defaults: all COMPLETED within "
-        "2 min, ≤ 0.05 CPU-s per session, 0 twice, intake ≥ 200 messages/s",
+        "2 min, ≤ 0.05 CPU-s per session, 0 twice",
         [
             (
                 str(c.sessions),
@@ -243,7 +243,7 @@ def main() -> None:
                 c.by_trigger,
                 f"{c.peak_mib:.0f} MiB",
                 str(c.twice),
-                f"{c.intake_per_s:.0f}",
+                f"{c.queue_empty_s:.0f} s",
                 _verdict(c, targets),
             )
             for c in cases
@@ -259,7 +259,7 @@ def main() -> None:
             "completed by",
             "peak RSS",
             "twice",
-            "intake, messages/s",
+            "queue empty after",
             "",
         ),
     )
@@ -293,7 +293,6 @@ def _verdict(case: Case, targets: Targets) -> str:
         targets.at_most(f"{name}: all COMPLETED after (s)", case.all_completed_s, 120),
         targets.at_most(f"{name}: CPU-s per session", case.cpu_at_end / case.sessions, 0.05),
         targets.at_most(f"{name}: generated twice", case.twice, 0),
-        targets.at_least(f"{name}: intake (messages/s)", case.intake_per_s, 200),
     ]
     return "MISS" if "MISS" in verdicts else "PASS"
 
