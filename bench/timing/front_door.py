@@ -19,12 +19,14 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from bench.common import (
+    Targets,
     add_sessions,
     admin_headers,
     app_env,
     bench_database,
     machine,
     moto_process,
+    strict_option,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
@@ -81,6 +83,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
+    strict_option(parser)
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     with bench_database("jlg_bench_web") as url:
@@ -113,6 +116,7 @@ def main() -> None:
                 for process, _ in started:
                     process.terminate()
                     process.wait(timeout=10)
+    targets = Targets()
     report: list[tuple[str, ...]] = []
     for rate in rates:
         real, bare = ((factory, rate) for factory, _ in servers)
@@ -124,6 +128,7 @@ def main() -> None:
                 f"{statistics.median(latencies[bare]) * 1000:.1f} / {bp99 * 1000:.1f}",
                 f"{rp99 / bp99:.2f}x",
                 f"{errors[real]} / {errors[bare]}",
+                targets.at_most(f"{rate} req/s: p99 over the bare endpoint's", rp99 / bp99, 2.0),
             )
         )
     table(
@@ -136,8 +141,10 @@ def main() -> None:
             "bare p50 / p99 ms",
             "p99 ratio (target ≤ 2x)",
             "errors app / bare",
+            "",
         ),
     )
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":

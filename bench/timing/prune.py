@@ -17,7 +17,7 @@ from pathlib import Path
 from dagster import DagsterInstance, DagsterRunStatus, job
 from sqlalchemy import create_engine, text
 
-from bench.common import ROOT, bench_database, machine, table
+from bench.common import ROOT, Targets, bench_database, machine, strict_option, table
 from jlg_pipeline.orchestration.prune import join_link_dagster_prune_job
 
 TABLES = ("runs", "event_logs", "run_tags")
@@ -55,6 +55,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--recent", type=int, default=500)
     parser.add_argument("--events", type=int, default=8)
+    strict_option(parser)
     args = parser.parse_args()
     with (
         bench_database("jlg_bench_prune", migrated=False) as url,
@@ -96,17 +97,22 @@ def main() -> None:
                 conn.execute(text("VACUUM FULL"))
             vacuumed = storage(dagster_url)
             engine.dispose()
+    targets = Targets()
+    # Every old run goes; the recent ones and the prune's own run stay.
+    kept = targets.at_most("run rows left after the prune", after["run rows"], args.recent + 1)
     rows: list[tuple[str, ...]] = [
-        (name, f"{before[name]:,}", f"{after[name]:,}", f"{vacuumed[name]:,}")
+        (name, f"{before[name]:,}", f"{after[name]:,}", f"{vacuumed[name]:,}", "")
         for name in ("run rows", "event rows", *TABLES, "database")
     ]
+    rows[0] = (*rows[0][:4], f"{kept} (target ≤ {args.recent + 1:,})")
     table(
         f"Prune: {args.runs:,} runs 40 days old + {args.recent} recent, {args.events} events "
         f"each; deleted {deleted:,} runs in {took:.1f} s ({deleted / took:,.0f} runs/s) "
         f"({machine()})",
         rows,
-        ("what", "before", "after prune", "after VACUUM FULL"),
+        ("what", "before", "after prune", "after VACUUM FULL", ""),
     )
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":

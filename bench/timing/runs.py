@@ -17,12 +17,14 @@ from pathlib import Path
 from bench.common import (
     BIN,
     ROOT,
+    Targets,
     add_registrants,
     add_sessions,
     bench_database,
     dagster_env,
     machine,
     status_counts,
+    strict_option,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
@@ -57,6 +59,7 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
+    strict_option(parser)
     args = parser.parse_args()
     with (
         bench_database("jlg_bench_runs") as url,
@@ -99,6 +102,7 @@ def main() -> None:
         done = status_counts(engine)["COMPLETED"]
         engine.dispose()
         assert done == args.repeat + 1, f"only {done} sessions completed"
+    targets = Targets()
     rt, et = statistics.median(t for t, _ in real), statistics.median(t for t, _ in empty)
     rm, em = max(m for _, m in real), max(m for _, m in empty)
     table(
@@ -110,11 +114,25 @@ def main() -> None:
                 f"{rm / 1024:.0f}",
                 f"{rt / et:.2f}x",
                 f"{rm / em:.2f}x",
+                " ".join(
+                    (
+                        targets.at_most("run time vs an empty job", rt / et, 1.3),
+                        targets.at_most("peak memory vs an empty job", rm / em, 1.3),
+                    )
+                ),
             ),
-            ("empty one-op job", f"{et:.2f}", f"{em / 1024:.0f}", "1.00x", "1.00x"),
+            ("empty one-op job", f"{et:.2f}", f"{em / 1024:.0f}", "1.00x", "1.00x", ""),
         ],
-        ("job", "seconds", "peak MiB", "time vs empty (≤ 1.3x)", "memory vs empty (≤ 1.3x)"),
+        (
+            "job",
+            "seconds",
+            "peak MiB",
+            "time vs empty (≤ 1.3x)",
+            "memory vs empty (≤ 1.3x)",
+            "",
+        ),
     )
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":

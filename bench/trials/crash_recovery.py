@@ -26,12 +26,14 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from bench.common import (
+    Targets,
     add_registrants,
     add_sessions,
     bench_database,
     dagster_env,
     execute_job,
     machine,
+    strict_option,
     sweep,
     table,
 )
@@ -109,6 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--zombies", type=int, default=20)
+    strict_option(parser)
     args = parser.parse_args()
     with (
         online_session_service(hold_first_call=True) as service,
@@ -129,27 +132,43 @@ def main() -> None:
             JLG_TEST_GRACE_MS="1000",
         )
         rows: list[tuple[str, ...]] = []
+        targets = Targets()
         for mode, count in (
             ("SIGKILL the run inside bulkRegister", args.trials),
             ("SIGSTOP it there; resume it after the reclaim completed", args.zombies),
         ):
             outcomes = [trial(engine, service, env, zombie="SIGSTOP" in mode) for _ in range(count)]
             others = sorted({o for o in outcomes if o not in ("recovered", "overwritten")})
+            recovered = outcomes.count("recovered")
+            overwritten = outcomes.count("overwritten")
+            verdicts = (
+                targets.at_least(f"{mode}: recovered", recovered, count),
+                targets.at_most(f"{mode}: overwritten", overwritten, 0),
+            )
             rows.append(
                 (
                     mode,
                     str(count),
-                    str(outcomes.count("recovered")),
-                    str(outcomes.count("overwritten")),
+                    str(recovered),
+                    str(overwritten),
                     "; ".join(others) or "-",
+                    "MISS" if "MISS" in verdicts else "PASS",
                 )
             )
         engine.dispose()
     table(
         f"Crash recovery through real Dagster runs ({machine()})",
         rows,
-        ("trial", "tried", "recovered by stale reclaim", "overwritten by the zombie", "other"),
+        (
+            "trial",
+            "tried",
+            "recovered by stale reclaim (target: all)",
+            "overwritten by the zombie (target: 0)",
+            "other",
+            "",
+        ),
     )
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":
