@@ -434,3 +434,12 @@ def app_env(url: str, aws: LocalAws) -> dict[str, str]:
         "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
         "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
     }
+
+
+def queue_empty(sqs: Any, queue_url: str) -> bool:
+    """No message on the queue, visible or in flight: every one deleted."""
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return not any(int(v) for v in attributes.values())

@@ -24,7 +24,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine, text
 
@@ -38,6 +37,7 @@ from bench.common import (
     group_rss_kib,
     machine,
     moto_process,
+    queue_empty,
     start_daemon,
     status_counts,
     strict_option,
@@ -125,14 +125,6 @@ def _runs(dagster_url: str) -> tuple[int, int]:
     return int(created), int(open_)
 
 
-def _queue_empty(sqs: Any, queue_url: str) -> bool:
-    attributes = sqs.get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return not any(int(v) for v in attributes.values())
-
-
 def run_case(sessions: int, mode: str) -> Case:
     case = Case(sessions, mode)
     with (
@@ -190,12 +182,12 @@ def run_case(sessions: int, mode: str) -> Case:
                 while status_counts(engine)["COMPLETED"] < sessions:
                     if children.exited() or time.time() > deadline:
                         raise RuntimeError((home / "daemon.log").read_text()[-3000:])
-                    if not emptied_at and _queue_empty(sqs, aws.queue_url):
+                    if not emptied_at and queue_empty(sqs, aws.queue_url):
                         emptied_at = time.time()
                     time.sleep(0.5)
                 case.all_completed_s = time.time() - fire_at
                 while not emptied_at and time.time() < deadline:
-                    emptied_at = time.time() if _queue_empty(sqs, aws.queue_url) else 0.0
+                    emptied_at = time.time() if queue_empty(sqs, aws.queue_url) else 0.0
                     time.sleep(0.5)
                 case.queue_empty_s = emptied_at - sent_at
                 case.cpu_at_completed = sum(group_cpu_seconds(pgid).values()) - before

@@ -23,7 +23,16 @@ from typing import Any
 
 from dagster import DagsterInstance, SensorResult, build_sensor_context
 
-from bench.common import ROOT, Targets, bench_database, machine, moto_process, strict_option, table
+from bench.common import (
+    ROOT,
+    Targets,
+    bench_database,
+    machine,
+    moto_process,
+    queue_empty,
+    strict_option,
+    table,
+)
 from jlg_pipeline.adapters.database import instance_storage_url
 from jlg_pipeline.adapters.sqs_queue import SqsQueue
 from jlg_pipeline.config import Settings
@@ -104,7 +113,7 @@ def measure(messages: int) -> dict[str, float]:
                     result = sensor(context)
                 sensor_s += time.perf_counter() - tick_started
                 if not isinstance(result, SensorResult) or not result.run_requests:
-                    if _empty(sqs, aws.queue_url):
+                    if queue_empty(sqs, aws.queue_url):
                         break
                     continue
                 cursor = result.cursor
@@ -126,14 +135,6 @@ def measure(messages: int) -> dict[str, float]:
         "creating_s": creating_s,
         "queue_s": in_queue[0],
     }
-
-
-def _empty(sqs: object, queue_url: str) -> bool:
-    attributes = sqs.get_queue_attributes(  # type: ignore[attr-defined]
-        QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return not any(int(v) for v in attributes.values())
 
 
 def main() -> None:
