@@ -22,8 +22,9 @@ Invariants (each breach printed as a violation):
 - no PATCH answered 200 is lost: the session keeps the time of its last accepted PATCH (or
   of a later one whose answer was lost in a fault).
 
-Shared runs are on (``JLG_MAX_SESSIONS_PER_RUN=25``, as docs/design.md "Bursts" advises for
-cohorts); everything else is the default configuration.
+Runs are shared as by default once more than 10 wait, in runs of up to 25
+(``JLG_MAX_SESSIONS_PER_RUN=25``, the figures in docs/performance.md were taken with sharing
+forced on before it became the default); everything else is the default configuration.
 """
 
 import argparse

@@ -4,7 +4,8 @@ service answers 429 with ``Retry-After: 30`` for three minutes, then recovers.
     .venv/bin/python -m bench.trials.throttling [--sessions 100] [--storm 180] [--retry-after 30]
 
 The sessions' events arrive on SQS (moto in its own process) at the storm's start and go
-through ``join_link_sqs_sensor`` into shared runs (``JLG_MAX_SESSIONS_PER_RUN=25``); the
+through ``join_link_sqs_sensor`` into shared runs (``JLG_MAX_SESSIONS_PER_RUN=25``, forced on
+with ``JLG_SHARE_RUNS_ABOVE=0`` as the documented figures were taken); the
 registrar is HTTP, against the testkit's online-session stand-in. Counted, beside the
 targets (docs/design.md "Whatever fails"): sessions left FAILED, bulkRegister calls during the
 storm and the most in any one Retry-After interval after the first 429 (the calls already
@@ -61,6 +62,7 @@ def run(sessions: int, storm_s: float, retry_after: int) -> dict[str, float]:
             JLG_ONLINE_SESSION_TOKEN="bench-service-token",  # noqa: S106 - local stand-in
             JLG_SQS_QUEUE_URL=aws.queue_url,
             JLG_MAX_SESSIONS_PER_RUN="25",
+            JLG_SHARE_RUNS_ABOVE="0",
             ENABLE_JOIN_LINK_SCHEDULER="true",
             ENABLE_JOIN_LINK_FALLBACK_CRON="false",
         )

@@ -68,7 +68,8 @@ def test_a_run_killed_before_it_claims_is_still_generated_within_two_minutes(
 def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
     engine: Engine, start_stack: Callable[..., Stack]
 ) -> None:
-    """Sharing on (docs/design.md "Bursts"): a burst's shared run is killed while some of its
+    """Sharing forced on (``JLG_SHARE_RUNS_ABOVE=0``; docs/design.md "Bursts"): a burst's
+    shared run is killed while some of its
     sessions are generated, some in bulkRegister and some not yet claimed. Its messages were
     acknowledged (the run exists), so the watchdog claims the ones left (SCHEDULED at once,
     the killed claims once stale): every session ends COMPLETED by exactly one attempt, and
@@ -77,6 +78,7 @@ def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
         online.answer = Answer(delay=1.0)
         stack = start_stack(
             JLG_MAX_SESSIONS_PER_RUN="25",
+            JLG_SHARE_RUNS_ABOVE="0",
             JLG_GENERATION_CONCURRENCY="2",
             JLG_REGISTRAR="http",
             JLG_ONLINE_SESSION_URL=online.url,
