@@ -76,6 +76,17 @@ def _status(engine: Engine, session_id: int) -> str:
         )
 
 
+def _arm_now(engine: Engine, session_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hdb_program_session SET link_generation_at = now(),"
+                " link_generation_status = 'SCHEDULED' WHERE id = :id"
+            ),
+            {"id": session_id},
+        )
+
+
 def measure(
     setup: Setup, app_url: str, aws: LocalAws, events: int, idle_s: float
 ) -> dict[str, float]:
@@ -83,7 +94,9 @@ def measure(
     if not setup.tuned_instance:
         instance = untuned(instance)
     engine = create_engine(app_url)
-    ids = add_sessions(engine, events, due=True)
+    # Armed only as its message is sent: a session due all along would be claimed by the
+    # watchdog while the daemon idles, and its message would find it COMPLETED.
+    ids = add_sessions(engine, events, due=False)
     with (
         bench_database("jlg_bench_latency_dagster", migrated=False) as dagster_url,
         tempfile.TemporaryDirectory(prefix="jlg-bench-latency-", ignore_cleanup_errors=True) as d,
@@ -112,6 +125,7 @@ def measure(
             latencies = []
             for sid in ids:
                 time.sleep(random.uniform(0, 5))
+                _arm_now(engine, sid)
                 sent = time.monotonic()
                 sqs.send_message(
                     QueueUrl=aws.queue_url, MessageBody=json.dumps(build_message(sid, None))

@@ -19,6 +19,8 @@ class Trigger(StrEnum):
     """Launched by the schedule sync sensor for a time too near for EventBridge."""
     WATCHDOG = "watchdog"
     """Launched by the watchdog sensor for a due session no live attempt holds."""
+    SENSOR = "sensor"
+    """A schedule sync run the sync sensor launched (it generates nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +168,9 @@ class GenerationResult(StrEnum):
     SKIPPED = "skipped"
     SUPERSEDED = "superseded"
     """bulkRegister ran, but a stale reclaim took the claim meanwhile: the mark was fenced out."""
+    FAILED = "failed"
+    """Only in a run's records (a session's row, the ``jlg/outcome`` tag):
+    ``generate_for_session`` raises GenerationFailed instead of returning it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +209,7 @@ class SessionResult:
     """One session of a sweep or backfill: what happened and how late."""
 
     session_id: int
-    outcome: str
-    """completed, skipped, superseded or failed."""
+    outcome: GenerationResult
     lag_seconds: float | None = None
     retryable: bool | None = None
     """For a failure: whether retrying soon may help."""

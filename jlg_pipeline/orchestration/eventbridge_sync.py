@@ -48,7 +48,6 @@ from jlg_pipeline.services.eventbridge_sync import direct_run_key, due_work
 
 SYNC_JOB = "join_link_schedule_sync_job"
 SYNC_SENSOR_INTERVAL_S = 10
-SENSOR_TRIGGER = "sensor"
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
     DagsterRunStatus.NOT_STARTED,
@@ -104,7 +103,7 @@ def _sync_in_flight(instance: DagsterInstance) -> str | None:
 
 
 def _sync_request() -> RunRequest:
-    return RunRequest(job_name=SYNC_JOB, tags={TRIGGER_TAG: SENSOR_TRIGGER})
+    return RunRequest(job_name=SYNC_JOB, tags={TRIGGER_TAG: Trigger.SENSOR.value})
 
 
 def build_schedule_sync_sensor(

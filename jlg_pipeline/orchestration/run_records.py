@@ -9,7 +9,7 @@ from typing import Any
 from dagster import Failure, MetadataValue, OpExecutionContext, Output
 
 from jlg_pipeline.domain.messages import cycle_id
-from jlg_pipeline.domain.models import GenerationOutcome, SweepReport, Trigger
+from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, SweepReport, Trigger
 from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
@@ -21,9 +21,8 @@ from jlg_pipeline.orchestration.tags import (
     trigger_of,
 )
 from jlg_pipeline.services.next_step import next_for_many
-from jlg_pipeline.services.sweep import FAILED
 
-FAILED_OUTCOME = FAILED
+FAILED_OUTCOME = GenerationResult.FAILED.value
 
 
 def tag_start(
@@ -105,7 +104,7 @@ def finish(context: OpExecutionContext, report: SweepReport) -> Output[None]:
     )
     if report.failed:
         # After every other session had its turn: the UI shows the run failed, and why.
-        failed = [r for r in report.sessions if r.outcome == FAILED]
+        failed = [r for r in report.sessions if r.outcome == GenerationResult.FAILED]
         raise Failure(
             f"{report.failed} session(s) failed: "
             f"{next_for_many(failed, next_sweep_at(datetime.now(UTC)))}",

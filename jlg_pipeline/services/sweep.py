@@ -24,7 +24,6 @@ from jlg_pipeline.services.generation import Gate
 logger = logging.getLogger(__name__)
 
 BACKFILL_LIMIT = 10_000
-FAILED = "failed"
 
 
 def sweep_overdue_sessions(
@@ -160,7 +159,7 @@ def generate_retrying_unrecorded(
 
 def summarize(sessions: Sequence[SessionResult], *, left_behind: int) -> SweepReport:
     """The counts of a run's sessions (a superseded one ran bulkRegister: completed)."""
-    failed = tuple(s.session_id for s in sessions if s.outcome == FAILED)
+    failed = tuple(s.session_id for s in sessions if s.outcome == GenerationResult.FAILED)
     return SweepReport(
         found=len(sessions),
         completed=sum(
@@ -180,7 +179,9 @@ def _generate_one(request: BulkRegisterRequest, generate: Gate) -> SessionResult
         outcome = generate(request)
     except GenerationFailed as exc:
         # generate_for_session logged it with context.
-        return SessionResult(session_id, FAILED, retryable=exc.retryable, retry_in_s=exc.retry_in_s)
+        return SessionResult(
+            session_id, GenerationResult.FAILED, retryable=exc.retryable, retry_in_s=exc.retry_in_s
+        )
     except Exception as exc:  # noqa: BLE001 - one broken session must not stop the rest
         log_event(
             logger,
@@ -190,8 +191,8 @@ def _generate_one(request: BulkRegisterRequest, generate: Gate) -> SessionResult
             session_id=session_id,
             error=f"{type(exc).__name__}: {exc}",
         )
-        return SessionResult(session_id, FAILED, retryable=True)
-    return SessionResult(session_id, outcome.result.value, outcome.lag_seconds)
+        return SessionResult(session_id, GenerationResult.FAILED, retryable=True)
+    return SessionResult(session_id, outcome.result, outcome.lag_seconds)
 
 
 def _log_finished(event: str, report: SweepReport) -> None:

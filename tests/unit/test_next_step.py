@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from jlg_pipeline.domain.errors import GenerationFailed
-from jlg_pipeline.domain.models import SessionResult
+from jlg_pipeline.domain.models import GenerationResult, SessionResult
 from jlg_pipeline.services.next_step import next_for_many, next_step
 
 NOW = datetime(2026, 12, 4, 14, 30, 5, tzinfo=UTC)
@@ -42,8 +42,8 @@ def test_a_refusal_waits_for_the_sweep_or_a_person() -> None:
 
 def test_a_run_of_many_says_it_for_each_kind_of_failure() -> None:
     failed = [
-        SessionResult(3, "failed", retryable=True, retry_in_s=10),
-        SessionResult(4, "failed", retryable=False),
+        SessionResult(3, GenerationResult.FAILED, retryable=True, retry_in_s=10),
+        SessionResult(4, GenerationResult.FAILED, retryable=False),
     ]
     line = next_for_many(failed, SWEEP)
     assert line == (
