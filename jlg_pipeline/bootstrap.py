@@ -19,8 +19,8 @@ from jlg_pipeline.config import RegistrarKind, Settings
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
-from jlg_pipeline.services.eventbridge_sync import Scheduler, ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.schedule_sync import Scheduler, ScheduleSync
 
 
 def build_engine(database_url: str, **pool: Any) -> Engine:

@@ -11,10 +11,6 @@ from collections.abc import Mapping
 from dagster import BetaWarning, Definitions
 
 from jlg_pipeline.config import Settings
-from jlg_pipeline.orchestration.eventbridge_sync import (
-    build_schedule_sync_sensor,
-    join_link_schedule_sync_job,
-)
 from jlg_pipeline.orchestration.fallback import (
     join_link_backfill_job,
     join_link_fallback_schedule,
@@ -23,6 +19,10 @@ from jlg_pipeline.orchestration.fallback import (
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.prune import build_prune_schedule, join_link_dagster_prune_job
 from jlg_pipeline.orchestration.resources import build_resources
+from jlg_pipeline.orchestration.schedule_sync import (
+    build_schedule_sync_sensor,
+    join_link_schedule_sync_job,
+)
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 

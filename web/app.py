@@ -23,7 +23,7 @@ from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, 
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
-from jlg_pipeline.services.eventbridge_sync import Scheduler
+from jlg_pipeline.services.schedule_sync import Scheduler
 from web import envelope
 from web.after_response import FAST_PATH_WORKERS, AfterResponse
 from web.auth import JwtBackend, on_auth_error

@@ -59,8 +59,8 @@ from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port
-from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.generation import generate_for_session
+from jlg_pipeline.services.schedule_sync import ScheduleSync
 from testkit.served import start_web
 
 ON_TIME = timedelta(minutes=2)

@@ -40,7 +40,7 @@ from jlg_pipeline.adapters.tables import schedule_change_version
 from jlg_pipeline.adapters.tables import schedule_outbox as outbox
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS
-from jlg_pipeline.domain.eventbridge_sync import (
+from jlg_pipeline.domain.schedule_sync import (
     APPLY_LEASE,
     DIRECT_WITHIN,
     FIRST_TRY_AFTER,

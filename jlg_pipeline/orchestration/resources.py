@@ -21,7 +21,7 @@ from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQue
 from jlg_pipeline.config import Flags, Settings
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
-from jlg_pipeline.domain.eventbridge_sync import SyncReport
+from jlg_pipeline.domain.schedule_sync import SyncReport
 
 NO_CONFIG: dict[str, object] = {}
 """Every resource's config schema: nothing may be set from run config."""

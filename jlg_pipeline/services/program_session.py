@@ -18,7 +18,7 @@ from jlg_pipeline.domain.models import (
     SetOutcome,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.services.eventbridge_sync import ScheduleSync
+from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 ATTEMPTS_SHOWN = 50
 CHANGES_SHOWN = 50

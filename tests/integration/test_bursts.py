@@ -25,13 +25,13 @@ from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
-from jlg_pipeline.orchestration.eventbridge_sync import build_schedule_sync_sensor
 from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_shared_generation_job
 from jlg_pipeline.orchestration.run_requests import covering
+from jlg_pipeline.orchestration.schedule_sync import build_schedule_sync_sensor
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
-from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.schedule_sync import ScheduleSync
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database, placeholder_job, sqs_queue

@@ -22,13 +22,13 @@ from jlg_pipeline.cli import main
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, schedule_request
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.ports import free_port
-from jlg_pipeline.services.eventbridge_sync import (
+from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.schedule_sync import (
     ScheduleSync,
     SyncAction,
     direct_run_key,
     due_work,
 )
-from jlg_pipeline.services.program_session import ProgramSessionService
 from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler
 from tests.support.web import ROLE_ARN, Aws, admin_headers, client_for, settings_for
@@ -246,7 +246,7 @@ def test_a_near_time_goes_direct_even_while_aws_is_down(
 def test_the_sync_sensors_step_retires_launches_whose_runs_exist_and_returns_the_rest(
     engine: Engine,
 ) -> None:
-    """services/eventbridge_sync.due_work, without Dagster: near changes go direct in the
+    """services/schedule_sync.due_work, without Dagster: near changes go direct in the
     database; of the due launches, the ones a run covers are retired, the others returned."""
     sync = ScheduleSync(
         ScheduleOutbox(engine), FakeScheduler(), ScheduleTarget("arn:q", ROLE_ARN), enabled=True

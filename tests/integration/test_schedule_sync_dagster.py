@@ -21,15 +21,15 @@ from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.orchestration.eventbridge_sync import (
+from jlg_pipeline.orchestration.generation import build_generation_job
+from jlg_pipeline.orchestration.schedule_sync import (
     SYNC_JOB,
     build_schedule_sync_sensor,
     join_link_schedule_sync_job,
 )
-from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG, TRIGGER_TAG
-from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.schedule_sync import ScheduleSync
 from tests.support.factories import create_session, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database, placeholder_job

@@ -26,11 +26,11 @@ from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
-from jlg_pipeline.orchestration.eventbridge_sync import (
+from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
+from jlg_pipeline.orchestration.schedule_sync import (
     build_schedule_sync_sensor,
     join_link_schedule_sync_job,
 )
-from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.tags import MAX_RUNTIME_TAG
 from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 from jlg_pipeline.services.program_session import ProgramSessionService
@@ -127,7 +127,7 @@ def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
 
 def _sync_for(engine: Engine, scheduler: Any) -> Any:
     from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
-    from jlg_pipeline.services.eventbridge_sync import ScheduleSync
+    from jlg_pipeline.services.schedule_sync import ScheduleSync
 
     target = ScheduleTarget("arn:aws:sqs:us-east-1:123456789012:jlg-events", ROLE_ARN)
     return ScheduleSync(ScheduleOutbox(engine), scheduler, target, enabled=True)

@@ -14,8 +14,8 @@ from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, Sessi
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.models import LinkGenerationState, SetOutcome, SetResult
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.services.eventbridge_sync import ScheduleSync
 from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.schedule_sync import ScheduleSync
 from tests.support.fakes import FakeScheduler
 
 AT = datetime(2030, 1, 1, 9, tzinfo=UTC)

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jlg_pipeline.domain.eventbridge_sync import (
+from jlg_pipeline.domain.schedule_sync import (
     DIRECT_WITHIN,
     FIRST_TRY_AFTER,
     MAX_BACKOFF,

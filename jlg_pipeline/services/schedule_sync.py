@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.errors import ConfigError, SchedulerCallFailed
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, schedule_name, schedule_request
-from jlg_pipeline.domain.eventbridge_sync import (
+from jlg_pipeline.domain.schedule_sync import (
     SYNC_BATCH_LIMIT,
     SYNC_BUDGET,
     SYNC_CONCURRENCY,

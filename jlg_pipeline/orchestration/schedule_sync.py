@@ -31,11 +31,11 @@ from dagster import (
 
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.config import Flags
-from jlg_pipeline.domain.eventbridge_sync import SYNC_BATCH_LIMIT, SyncReport
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
+from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, SyncReport
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import Work, covering, requests_for
 from jlg_pipeline.orchestration.tags import (
@@ -44,7 +44,7 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
-from jlg_pipeline.services.eventbridge_sync import direct_run_key, due_work
+from jlg_pipeline.services.schedule_sync import direct_run_key, due_work
 
 SYNC_JOB = "join_link_schedule_sync_job"
 SYNC_SENSOR_INTERVAL_S = 10
