@@ -23,7 +23,15 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from sqlalchemy import Engine, func, select, text
 
-from bench.common import bench_database, contended, machine, reset_due_sessions, table
+from bench.common import (
+    Targets,
+    bench_database,
+    contended,
+    machine,
+    reset_due_sessions,
+    strict_option,
+    table,
+)
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -36,18 +44,27 @@ from jlg_pipeline.services.generation import generate_for_session
 PROCESSES = 8
 
 
-def contended_claims(url: str, engine: Engine, claims: int) -> tuple[str, ...]:
+def contended_claims(url: str, engine: Engine, claims: int, targets: Targets) -> tuple[str, ...]:
     reset_due_sessions(engine, 1)
     rounds, exactly_one, total = contended(url, engine, claims // PROCESSES, PROCESSES)
+    verdicts = (
+        targets.at_most("rounds without exactly one winner", rounds - exactly_one, 0),
+        targets.at_most("duplicate winners", total - rounds, 0),
+    )
     return (
         "contended claims (8 processes, one session)",
         f"{rounds * PROCESSES:,} claim attempts in {rounds:,} rounds",
         f"{rounds - exactly_one} rounds without exactly one winner; "
         f"{total - rounds} duplicate winners",
+        _verdict(verdicts),
     )
 
 
-def duplicate_delivery(engine: Engine, trials: int) -> tuple[str, ...]:
+def _verdict(verdicts: tuple[str, ...]) -> str:
+    return "MISS" if "MISS" in verdicts else "PASS"
+
+
+def duplicate_delivery(engine: Engine, trials: int, targets: Targets) -> tuple[str, ...]:
     repository = ProgramSessionRepository(engine)
     registrar = EmbeddedRegistrar(engine)
     reset_due_sessions(engine, trials)  # `trials` due SCHEDULED sessions, ids 1..trials
@@ -80,10 +97,11 @@ def duplicate_delivery(engine: Engine, trials: int) -> tuple[str, ...]:
         "duplicate delivery (4 triggers per session at once)",
         f"{trials} trials",
         f"{once} sessions generated exactly once; {trials - once} otherwise",
+        targets.at_most("sessions not generated exactly once", trials - once, 0),
     )
 
 
-def malformed_bodies(count: int) -> tuple[str, ...]:
+def malformed_bodies(count: int, targets: Targets) -> tuple[str, ...]:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(name, "bench")
@@ -152,6 +170,12 @@ def malformed_bodies(count: int) -> tuple[str, ...]:
         "malformed SQS bodies through the sensor's intake",
         f"{sent:,} bodies",
         f"{crashes} crashes; {runs} valid by chance (runs requested); {left} left on the queue",
+        _verdict(
+            (
+                targets.at_most("intake crashes on malformed bodies", crashes, 0),
+                targets.at_most("malformed bodies left on the queue", left, 0),
+            )
+        ),
     )
 
 
@@ -160,15 +184,22 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=10_000)
     parser.add_argument("--duplicates", type=int, default=100)
     parser.add_argument("--bodies", type=int, default=1_000)
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     rows: list[tuple[str, ...]] = []
     with bench_database("jlg_bench_reliability") as url:
         engine = create_engine(url, pool_size=8, max_overflow=4)
-        rows.append(contended_claims(url, engine, args.claims))
-        rows.append(duplicate_delivery(engine, args.duplicates))
+        rows.append(contended_claims(url, engine, args.claims, targets))
+        rows.append(duplicate_delivery(engine, args.duplicates, targets))
         engine.dispose()
-    rows.append(malformed_bodies(args.bodies))
-    table(f"Reliability ({machine()})", rows, ("scenario", "tried", "outcome"))
+    rows.append(malformed_bodies(args.bodies, targets))
+    table(
+        f"Reliability ({machine()}); targets: none lost, none doubled, no crash",
+        rows,
+        ("scenario", "tried", "outcome", ""),
+    )
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":
