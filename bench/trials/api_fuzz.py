@@ -22,7 +22,16 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from bench.common import add_sessions, admin_headers, app_env, bench_database, machine, table
+from bench.common import (
+    Targets,
+    add_sessions,
+    admin_headers,
+    app_env,
+    bench_database,
+    machine,
+    strict_option,
+    table,
+)
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import start_moto
 from jlg_pipeline.local.ports import free_port
@@ -67,7 +76,9 @@ def fuzz(schema: Any, headers: dict[str, str], per_operation: int, tally: Counte
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cases", type=int, default=1200)
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     tally: Counter[str] = Counter()
     aws = start_moto(free_port())
     try:
@@ -102,10 +113,19 @@ def main() -> None:
                 f"{tally['cases']:,} cases ({statuses})",
                 f"{tally['5xx']} 5xx; {tally['stack traces']} stack traces; "
                 f"{tally['contract breaks']} contract breaks",
+                "MISS"
+                if "MISS"
+                in (
+                    targets.at_most("5xx answers", tally["5xx"], 0),
+                    targets.at_most("stack traces", tally["stack traces"], 0),
+                    targets.at_most("contract breaks", tally["contract breaks"], 0),
+                )
+                else "PASS",
             )
         ],
-        ("scenario", "tried", "outcome"),
+        ("scenario", "tried", "outcome (target: none of each)", ""),
     )
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":
