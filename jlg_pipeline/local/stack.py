@@ -111,6 +111,23 @@ def private_file(path: Path, flags: int) -> BinaryIO:
 
 DEV_SECRET_FILE = Path(".data") / "dev-jwt-secret"
 DEV_ENV_FILE = Path(".data") / "dev.env"
+
+
+def create_dagster_storage(env: dict[str, str], bin_dir: Path) -> None:
+    """Dagster's tables, made once before its processes start: a webserver and a daemon
+    creating them at the same moment on a fresh database can collide (PostgreSQL's
+    DuplicateObject on ``alembic_version``) and one of them exits."""
+    done = subprocess.run(  # noqa: S603
+        [str(bin_dir / "dagster"), "instance", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ConfigError(f"could not create Dagster's storage: {done.stderr.strip()[-500:]}")
+
+
 # What a shell needs to run the Dagster CLI and jlg against the running stack.
 DEV_ENV_NAMES = (
     "DAGSTER_HOME",
@@ -242,6 +259,7 @@ def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitS
             marked = bootstrap.resync_schedules(settings)
             print(f"jlg dev: {marked} armed session(s) queued for schedule sync", file=sys.stderr)
         bin_dir = Path(sys.executable).parent
+        create_dagster_storage(env, bin_dir)
         workspace = str(root / "workspace.yaml")
         children.start(
             "web",

@@ -25,7 +25,7 @@ from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.ports import free_port, wait_until_answers
-from jlg_pipeline.local.stack import Children
+from jlg_pipeline.local.stack import Children, create_dagster_storage
 from tests.support import ROOT
 from tests.support.factories import add_registrations, create_session, force_state, session_row
 from tests.support.web import JWT_ENV, admin_headers
@@ -101,6 +101,7 @@ def topology(
     }
     children = Children()
     code_port, ui_port = free_port(), free_port()
+    create_dagster_storage(dagster, BIN)
     try:
         children.start(
             "code-location",
