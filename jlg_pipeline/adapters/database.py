@@ -46,6 +46,12 @@ def normalize_url(url: str) -> str:
 
 
 DEFAULT_POOL_TIMEOUT_S = 30.0
+IDLE_IN_TRANSACTION_S = 10
+"""The server ends a session idle inside a transaction this long. None of ours idles between
+two statements (no call to anything else is made inside one), so such a session is one whose
+client vanished mid-transaction (a statement answered into a failover, the client gone before
+its COMMIT): without this it would hold its row locks until TCP noticed, and every later
+write of that session would wait out its own bound behind it."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,12 @@ def create_engine(
             "connect_timeout": bounds.connect_s,
             **TCP_KEEPALIVES,
             "application_name": "jlg-pipeline",
-            "options": "-c timezone=UTC",
+            "options": "-c timezone=UTC"
+            + (
+                f" -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_S * 1000}"
+                if bounds.hold_s is not None
+                else ""
+            ),
         },
     )
     breaker = _Breaker()

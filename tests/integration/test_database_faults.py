@@ -15,7 +15,13 @@ import pytest
 from dagster import DagsterInstance
 from sqlalchemy import Engine, text
 
-from jlg_pipeline.adapters.database import Bounds, create_engine, ping, translate_errors
+from jlg_pipeline.adapters.database import (
+    IDLE_IN_TRANSACTION_S,
+    Bounds,
+    create_engine,
+    ping,
+    translate_errors,
+)
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.constants import TimingWindows
@@ -253,3 +259,26 @@ def test_the_served_api_answers_within_6_s_while_the_database_is_silent(
 
 def _path(sid: int) -> str:
     return f"/program-session/{sid}/link-generation"
+
+
+def test_a_transaction_whose_client_vanished_frees_its_row_within_the_idle_bound(
+    engine: Engine, db_url: str
+) -> None:
+    """A statement answered into a failover leaves its session idle in a transaction whose
+    client is gone (its COMMIT never comes): the server ends it after IDLE_IN_TRANSACTION_S,
+    so the session's next write waits that long at most, not its whole bound behind a lock
+    held until TCP notices (seen in the e2e failover test: the completion's retry hung 30 s)."""
+    sid = create_session(engine)
+    zombie = create_engine(db_url).connect()
+    zombie.begin()
+    zombie.execute(
+        text("UPDATE hdb_program_session SET updated_at = now() WHERE id = :id"), {"id": sid}
+    )
+    started = time.monotonic()
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE hdb_program_session SET updated_at = now() WHERE id = :id"), {"id": sid}
+        )
+    waited = time.monotonic() - started
+    assert IDLE_IN_TRANSACTION_S - 1 < waited < IDLE_IN_TRANSACTION_S + 5
+    zombie.invalidate()
