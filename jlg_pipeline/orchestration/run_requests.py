@@ -173,7 +173,10 @@ def _shared_run_key(keys: Sequence[str]) -> str:
 def requests_for(
     instance: DagsterInstance, work: Sequence[Work], trigger: Trigger, sharing: RunSharing
 ) -> list[RunRequest]:
-    """The runs for a tick's units: a run each while few wait, shared runs once more do."""
+    """The runs for a tick's units: a run each while few wait, shared runs once more do. No
+    units, no question to the instance (the sync sensor asks every 10 s, mostly with none)."""
+    if not work:
+        return []
     per_run = sharing.sessions_per_run(len(work), lambda: runs_not_started(instance))
     return run_requests_for(work, trigger, per_run)
 

@@ -21,13 +21,13 @@ from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_shared_generation_job
-from jlg_pipeline.orchestration.run_requests import covering
+from jlg_pipeline.orchestration.run_requests import covering, requests_for
 from jlg_pipeline.orchestration.schedule_sync import build_schedule_sync_sensor
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.services.program_session import ProgramSessionService
@@ -446,3 +446,13 @@ def test_near_times_due_together_share_a_direct_run(engine: Engine, db_url: str)
     ]
     assert {c.session_id: c.actor_user_id for c in registrar.calls} == dict.fromkeys(ids, 42)
     assert ScheduleOutbox(engine).due_work()[0] == [], "every launch retired"
+
+
+def test_a_tick_with_no_units_asks_the_instance_nothing() -> None:
+    """The sync sensor asks for runs every 10 s, mostly with nothing due: no run count then."""
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the instance was asked {name}")
+
+    assert requests_for(Untouchable(), [], Trigger.DIRECT, RunSharing()) == []  # type: ignore[arg-type]
