@@ -12,7 +12,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from sqlalchemy import Engine, text
 
 from jlg_pipeline.adapters.database import instance_storage_url, normalize_url
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws, connect_moto
-from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.postgres import create_database, drop_database
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
@@ -72,17 +72,38 @@ def table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> N
         print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
 
 
+SQS_STAND_INS = {
+    "depth-free": [sys.executable, "-m", "testkit.moto_sqs"],
+    "stock": [str(BIN / "moto_server")],
+}
+"""The SQS a bench can run against: ``depth-free``, moto whose receive costs what SQS's does
+whatever the queue's depth (``testkit.moto_sqs``; the default where a burst is measured), or
+``stock`` moto, whose receive walks the queue 30 times a call."""
+
+
+def sqs_option(parser: argparse.ArgumentParser, default: str = "depth-free") -> None:
+    parser.add_argument(
+        "--sqs",
+        default=default,
+        help=f"comma-separated, of {', '.join(SQS_STAND_INS)} (see bench/common.py)",
+    )
+
+
 @contextmanager
-def moto_process() -> Iterator[LocalAws]:
-    """A moto server in its own process (so it shares no GIL with the benchmark), stopped after."""
+def moto_process(sqs: str = "stock") -> Iterator[LocalAws]:
+    """A moto server in its own process (so it shares no GIL with the benchmark), stopped
+    after; ``sqs`` names one of :data:`SQS_STAND_INS`."""
     port = free_port()
     server = subprocess.Popen(  # noqa: S603
-        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        [*SQS_STAND_INS[sqs], "-H", "127.0.0.1", "-p", str(port)],
+        cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        time.sleep(2)
+        wait_until_answers(
+            f"http://127.0.0.1:{port}/moto-api/", 60, alive=lambda: server.poll() is None
+        )
         yield connect_moto(port)
     finally:
         server.terminate()
@@ -288,6 +309,11 @@ class Targets:
             print("\nMISS: " + "; ".join(self.missed))
         if strict and self.missed:
             raise SystemExit(1)
+
+
+def all_met(verdicts: Sequence[str]) -> str:
+    """One row's verdict from its figures' verdicts."""
+    return "MISS" if "MISS" in verdicts else "PASS"
 
 
 def strict_option(parser: argparse.ArgumentParser) -> None:
