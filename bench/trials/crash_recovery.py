@@ -29,6 +29,7 @@ from bench.common import (
     Targets,
     add_registrants,
     add_sessions,
+    all_met,
     bench_database,
     dagster_env,
     execute_job,
@@ -152,7 +153,7 @@ def main() -> None:
                     str(recovered),
                     str(overwritten),
                     "; ".join(others) or "-",
-                    "MISS" if "MISS" in verdicts else "PASS",
+                    all_met(verdicts),
                 )
             )
         engine.dispose()

@@ -3,6 +3,7 @@ sessions through the API for several minutes while one fault at a time hits the 
 we count, per fault, the sessions generated within 2 minutes of their time.
 
     .venv/bin/python -m bench.trials.hung_parts [--sessions 200] [--arm-seconds 660] [--keep DIR]
+        [--strict]
 
 The whole system runs as deployed on one machine: the web app under uvicorn, dagster-daemon
 (with its code server and run workers) on the repository's dagster.yaml, the application
@@ -20,7 +21,8 @@ Timeline (seconds from the first PATCH), one fault at a time:
 
 Reported per fault (sessions armed or due while it lasted, up to a minute after): share
 COMPLETED within 2 minutes of the time (the completed attempt's end), worst lateness,
-sessions generated twice, admin GET p99 against the healthy phase, and 5xx answers.
+sessions generated twice, admin GET p99 against the healthy phase, and 5xx answers; each
+fault's target: all of them on time, none twice, p99 at most twice the healthy phase's, no 5xx.
 """
 
 import argparse
@@ -43,9 +45,11 @@ from sqlalchemy import text
 from bench.common import (
     JWT_ENV,
     ROOT,
+    Targets,
     add_registrants,
     add_sessions,
     admin_headers,
+    all_met,
     aws_through,
     bench_database,
     dagster_env,
@@ -53,6 +57,7 @@ from bench.common import (
     moto_process,
     private_postgres,
     start_daemon,
+    strict_option,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
@@ -218,7 +223,13 @@ def run(
     return record, jobs
 
 
-def report(record: Record, jobs: dict[int, tuple[datetime, int]]) -> list[tuple[str, ...]]:
+P99_TARGET = 2.0
+"""Admin GET p99 during a fault, at most this many times the healthy phase's."""
+
+
+def report(
+    record: Record, jobs: dict[int, tuple[datetime, int]], targets: Targets
+) -> list[tuple[str, ...]]:
     windows = {
         "AWS silent 3 min": SILENT,
         "daemon + code server SIGKILLed, back 30 s later": (
@@ -251,6 +262,13 @@ def report(record: Record, jobs: dict[int, tuple[datetime, int]]) -> list[tuple[
             for t, _, status in record.reads + record.patches
             if start <= t <= end + AFTER_S and status >= 500
         )
+        p99_ratio = _p99(during) / max(_p99(healthy), 1e-9)
+        verdicts = [
+            targets.at_least(f"{name}: on time", on_time, len(hit)),
+            targets.at_most(f"{name}: twice", twice, 0),
+            targets.at_most(f"{name}: admin GET p99 vs healthy", p99_ratio, P99_TARGET),
+            targets.at_most(f"{name}: 5xx", errors, 0),
+        ]
         rows.append(
             (
                 name,
@@ -258,9 +276,9 @@ def report(record: Record, jobs: dict[int, tuple[datetime, int]]) -> list[tuple[
                 f"{on_time}/{len(hit)} ({100 * on_time / max(len(hit), 1):.0f} %)",
                 f"{worst:.0f} s" + (f", {never} never" if never else ""),
                 str(twice),
-                f"{_p99(during) / max(_p99(healthy), 1e-9):.2f}x "
-                f"({_p99(during) * 1000:.0f} vs {_p99(healthy) * 1000:.0f} ms)",
+                f"{p99_ratio:.2f}x ({_p99(during) * 1000:.0f} vs {_p99(healthy) * 1000:.0f} ms)",
                 str(errors),
+                all_met(verdicts),
             )
         )
     total_on_time = sum(
@@ -275,6 +293,7 @@ def report(record: Record, jobs: dict[int, tuple[datetime, int]]) -> list[tuple[
             str(sum(1 for first, count in jobs.values() if count > 1)),
             "",
             str(sum(1 for _, _, s in record.reads + record.patches if s >= 500)),
+            "",
         )
     )
     return rows
@@ -305,7 +324,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--arm-seconds", type=float, default=660)
     parser.add_argument("--keep", type=Path, help="copy the processes' logs here")
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     (ROOT / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jlg-bench-hung-", dir=ROOT / ".data") as home:
         record, jobs = run(args.sessions, args.arm_seconds, Path(home))
@@ -317,7 +338,7 @@ def main() -> None:
                 shutil.copy(log, args.keep / log.name)
         table(
             f"Hung parts and crashed hosts ({machine()})",
-            report(record, jobs),
+            report(record, jobs, targets),
             (
                 "fault",
                 "sessions",
@@ -326,8 +347,10 @@ def main() -> None:
                 "twice",
                 "admin GET p99 vs healthy",
                 "5xx",
+                f"all on time, 0 twice, p99 ≤ {P99_TARGET:g}x, 0 5xx",
             ),
         )
+        targets.finish(args.strict)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 for the scheduler while admins set times. Sweeps are real ``join_link_fallback_sweep_job``
 runs (``dagster job execute``); the front door is the real app under uvicorn.
 
-    .venv/bin/python -m bench.trials.outages [--restarts 5] [--patches 100]
+    .venv/bin/python -m bench.trials.outages [--restarts 5] [--patches 100] [--strict]
 
 - PostgreSQL restart: a private server (the pgserver binaries) holds the application
   database; while a sweep is generating its 50 sessions the server is restarted (fast mode:
@@ -12,7 +12,10 @@ runs (``dagster job execute``); the front door is the real app under uvicorn.
   (the schedule upsert is best effort); after the grace window, sweeps complete every session.
 
 Windows are shortened with JLG_TEST_STALE_MS / JLG_TEST_GRACE_MS; the constants keep their
-production values.
+production values. Targets: every PATCH answered 200 and every session COMPLETED, none twice,
+with AWS down; after each restart the next sweep succeeds and completes every session, and
+only a session whose mark the restart cut off (left IN_PROGRESS) is bulk-registered twice (the
+crash window the TRD accepts).
 """
 
 import argparse
@@ -31,15 +34,18 @@ import httpx
 from bench.common import (
     JWT_ENV,
     ROOT,
+    Targets,
     add_registrants,
     add_sessions,
     admin_headers,
+    all_met,
     bench_database,
     dagster_env,
     execute_job,
     generated_twice,
     machine,
     status_counts,
+    strict_option,
     sweep,
     table,
 )
@@ -53,7 +59,9 @@ STALE_MS = 3000
 GRACE_MS = 1000
 
 
-def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tuple[str, ...]]:
+def restart_during_sweep(
+    dagster_url: str, home: Path, trials: int, targets: Targets
+) -> list[tuple[str, ...]]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         import pgserver
@@ -105,6 +113,19 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
         engine.dispose()
     finally:
         server.cleanup()
+    verdicts = [
+        targets.at_least("restart: next sweeps succeeded", next_ok, trials),
+        targets.at_least(
+            "restart: fewest COMPLETED after the next sweep",
+            min(completed_after_next),
+            FALLBACK_BATCH_LIMIT,
+        ),
+        targets.at_most(
+            "restart: generated twice beyond the marks cut off",
+            duplicates - sum(stuck_after_first),
+            0,
+        ),
+    ]
     return [
         (
             f"PostgreSQL restarted (fast) during a sweep of {FALLBACK_BATCH_LIMIT} sessions",
@@ -114,12 +135,16 @@ def restart_during_sweep(dagster_url: str, home: Path, trials: int) -> list[tupl
             f"{stuck_after_first}; next sweep after the stale window: {next_ok}/{trials} "
             f"succeeded, COMPLETED per trial {completed_after_next}; sessions bulk-registered "
             f"twice (mark lost in the restart, then reclaimed): {duplicates}",
+            "next sweep succeeds and completes all; twice ≤ marks cut off",
+            all_met(verdicts),
         ),
-        *(("  e.g.", "", reason[:200]) for reason in reasons[:1]),
+        *(("  e.g.", "", reason[:200], "", "") for reason in reasons[:1]),
     ]
 
 
-def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tuple[str, ...]:
+def aws_unreachable(
+    url: str, dagster_url: str, home: Path, patches: int, targets: Targets
+) -> tuple[str, ...]:
     engine = create_engine(url)
     add_registrants(engine, 20)
     ids = add_sessions(engine, patches, due=False)
@@ -174,6 +199,11 @@ def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tup
     completed = status_counts(engine, ids[0])["COMPLETED"]
     duplicates = generated_twice(engine, ids[0])
     engine.dispose()
+    verdicts = [
+        targets.at_least("AWS down: PATCHes answered 200", statuses[200], patches),
+        targets.at_least("AWS down: sessions COMPLETED", completed, patches),
+        targets.at_most("AWS down: generated twice", duplicates, 0),
+    ]
     return (
         "AWS unreachable for the scheduler (endpoint is a closed port)",
         f"{patches} PATCHes",
@@ -181,6 +211,8 @@ def aws_unreachable(url: str, dagster_url: str, home: Path, patches: int) -> tup
         f"{statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms); "
         f"{upsert_failures} schedule calls logged as failed; {sweeps} sweeps later "
         f"{completed}/{patches} COMPLETED, {duplicates} generated twice",
+        "all 200, all COMPLETED, 0 twice",
+        all_met(verdicts),
     )
 
 
@@ -188,7 +220,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--restarts", type=int, default=5)
     parser.add_argument("--patches", type=int, default=100)
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     (ROOT / ".data").mkdir(exist_ok=True)
     rows: list[tuple[str, ...]] = []
     with (
@@ -196,9 +230,10 @@ def main() -> None:
         bench_database("jlg_bench_outage_dagster", migrated=False) as dagster_url,
         tempfile.TemporaryDirectory(prefix="jlg-bench-outage-") as home,
     ):
-        rows.append(aws_unreachable(url, dagster_url, Path(home), args.patches))
-        rows.extend(restart_during_sweep(dagster_url, Path(home), args.restarts))
-    table(f"Outages ({machine()})", rows, ("scenario", "tried", "outcome"))
+        rows.append(aws_unreachable(url, dagster_url, Path(home), args.patches, targets))
+        rows.extend(restart_during_sweep(dagster_url, Path(home), args.restarts, targets))
+    table(f"Outages ({machine()})", rows, ("scenario", "tried", "outcome", "target", ""))
+    targets.finish(args.strict)
 
 
 if __name__ == "__main__":

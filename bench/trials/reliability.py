@@ -25,6 +25,7 @@ from sqlalchemy import Engine, func, select, text
 
 from bench.common import (
     Targets,
+    all_met,
     bench_database,
     contended,
     machine,
@@ -56,12 +57,8 @@ def contended_claims(url: str, engine: Engine, claims: int, targets: Targets) ->
         f"{rounds * PROCESSES:,} claim attempts in {rounds:,} rounds",
         f"{rounds - exactly_one} rounds without exactly one winner; "
         f"{total - rounds} duplicate winners",
-        _verdict(verdicts),
+        all_met(verdicts),
     )
-
-
-def _verdict(verdicts: tuple[str, ...]) -> str:
-    return "MISS" if "MISS" in verdicts else "PASS"
 
 
 def duplicate_delivery(engine: Engine, trials: int, targets: Targets) -> tuple[str, ...]:
@@ -170,7 +167,7 @@ def malformed_bodies(count: int, targets: Targets) -> tuple[str, ...]:
         "malformed SQS bodies through the sensor's intake",
         f"{sent:,} bodies",
         f"{crashes} crashes; {runs} valid by chance (runs requested); {left} left on the queue",
-        _verdict(
+        all_met(
             (
                 targets.at_most("intake crashes on malformed bodies", crashes, 0),
                 targets.at_most("malformed bodies left on the queue", left, 0),

@@ -2,6 +2,7 @@
 fails, and we count the sessions COMPLETED within 2 minutes of their time.
 
     .venv/bin/python -m bench.trials.schedule_faults [--sessions 200] [--phase-seconds 120]
+        [--strict]
 
 Two worlds run side by side, each with its own database, moto server and web app (the real
 app under uvicorn): **outbox** (schedule sync as built: the fast path, then
@@ -17,7 +18,9 @@ delivery stand-in fires due schedules onto SQS (moto, not through the proxy: del
 own), queue messages are generated through the gate (trigger event), and, in the outbox world,
 the sync sensor's check launches due direct generations and runs the sync job's ``sync``. The
 fallback sweep (every 4 h, after a 30 min grace) is what the one-shot world would otherwise wait
-for; it is not run here, so a session it never generates counts as late.
+for; it is not run here, so a session it never generates counts as late. Target, for the
+outbox world (one-shot is the baseline, expected to miss): every session COMPLETED within 2
+minutes of its time, none early, none twice.
 """
 
 import argparse
@@ -39,13 +42,16 @@ import httpx
 from sqlalchemy import Engine, text
 
 from bench.common import (
+    Targets,
     add_registrants,
     add_sessions,
     admin_headers,
+    all_met,
     app_env,
     bench_database,
     machine,
     moto_process,
+    strict_option,
     table,
 )
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
@@ -260,7 +266,9 @@ def main() -> None:
     parser.add_argument("--phase-seconds", type=float, default=120)
     parser.add_argument("--min-lead", type=float, default=2.5, help="minutes")
     parser.add_argument("--max-lead", type=float, default=6.0, help="minutes")
+    strict_option(parser)
     args = parser.parse_args()
+    targets = Targets()
     rng = random.Random(11)
     arming = 3 * args.phase_seconds  # PATCHes spread over down, failing and slow
     plan: list[tuple[float, int, timedelta]] = []
@@ -319,6 +327,7 @@ def main() -> None:
                 str(r["early"]),
                 str(r["twice"]),
                 f"{sources[name]['event']} / {sources[name]['direct']}",
+                _verdict(name, r, targets),
             )
         )
     table(
@@ -334,9 +343,23 @@ def main() -> None:
             "early",
             "generated twice",
             "by event / direct",
+            "all on time, 0 early, 0 twice",
         ),
     )
     print("\nscheduler API calls through the proxy, by phase:", json.dumps(faults.calls))
+    targets.finish(args.strict)
+
+
+def _verdict(world: str, figures: dict[str, Any], targets: Targets) -> str:
+    if world != "outbox":
+        return ""
+    return all_met(
+        [
+            targets.at_least("outbox: on time", figures["on_time"], figures["total"]),
+            targets.at_most("outbox: early", figures["early"], 0),
+            targets.at_most("outbox: twice", figures["twice"], 0),
+        ]
+    )
 
 
 if __name__ == "__main__":
