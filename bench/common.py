@@ -81,10 +81,10 @@ whatever the queue's depth (``testkit.moto_sqs``; the default where a burst is m
 ``stock`` moto, whose receive walks the queue 30 times a call."""
 
 
-def sqs_option(parser: argparse.ArgumentParser, default: str = "depth-free") -> None:
+def sqs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sqs",
-        default=default,
+        default="depth-free",
         help=f"comma-separated, of {', '.join(SQS_STAND_INS)} (see bench/common.py)",
     )
 
