@@ -17,14 +17,15 @@ from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import DueSession
 
 
+def past(after: ColumnElement[timedelta]) -> ColumnElement[bool]:
+    """Not deleted, its time more than ``after`` ago."""
+    return and_(ps.c.deleted_at.is_(None), ps.c.link_generation_at <= func.now() - after)
+
+
 def overdue(after: ColumnElement[timedelta]) -> ColumnElement[bool]:
-    """Not deleted, not COMPLETED, its time more than ``after`` ago: the predicates of
-    ix_psession_link_gen_due, so the planner can use it."""
-    return and_(
-        ps.c.deleted_at.is_(None),
-        ps.c.link_generation_status != S.COMPLETED.value,
-        ps.c.link_generation_at <= func.now() - after,
-    )
+    """Past ``after`` and not COMPLETED: the predicates of ix_psession_link_gen_due, so the
+    planner can use it."""
+    return and_(past(after), ps.c.link_generation_status != S.COMPLETED.value)
 
 
 class CandidateQueries(SessionStatements):
@@ -35,10 +36,8 @@ class CandidateQueries(SessionStatements):
         """The sweep's candidates in two tiers, each served by its own partial index:
         SCHEDULED and stale IN_PROGRESS oldest first, then FAILED fewest attempts first. So
         sessions that always fail are re-attempted, but never keep another from its turn."""
-        past_grace = and_(
-            ps.c.deleted_at.is_(None),
-            ps.c.link_generation_at <= func.now() - ms(self.windows.grace_ms),
-        )
+        # Each tier names the statuses it takes, so the COMPLETED predicate is left out.
+        past_grace = past(ms(self.windows.grace_ms))
 
         def tier(
             number: int,
