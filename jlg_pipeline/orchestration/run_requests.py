@@ -11,6 +11,7 @@ into, with one lookup for a whole batch (docs/design.md "Bursts")."""
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dagster import Config, DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
@@ -27,6 +28,7 @@ COVERS_TAG_PREFIX = "jlg/covers."
 COVERED = "1"
 LOOKUP_CHUNK = 500
 """Run keys one lookup names at most (an IN list on Dagster's run-tags index)."""
+T = TypeVar("T")
 NOT_STARTED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING]
 
 Covering = Callable[[Sequence[str]], set[str]]
@@ -148,10 +150,8 @@ def run_requests_for(
     by_session: dict[int, list[Work]] = {}
     for unit in work:
         by_session.setdefault(unit.request.session_id, []).append(unit)
-    groups = list(by_session.values())
     requests = []
-    for start in range(0, len(groups), max_sessions_per_run):
-        chunk = groups[start : start + max_sessions_per_run]
+    for chunk in chunks(list(by_session.values()), max_sessions_per_run):
         keys = sorted(unit.key for group in chunk for unit in group)
         requests.append(
             shared_run_request(
@@ -163,6 +163,11 @@ def run_requests_for(
             )
         )
     return requests
+
+
+def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
+    """``items`` in consecutive slices of at most ``size``."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _shared_run_key(keys: Sequence[str]) -> str:
@@ -193,8 +198,7 @@ def covering(instance: DagsterInstance) -> Covering:
 
     def covered(keys: Sequence[str]) -> set[str]:
         found: set[str] = set()
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            chunk = list(keys[start : start + LOOKUP_CHUNK])
+        for chunk in chunks(keys, LOOKUP_CHUNK):
             tagged = instance.get_run_tags(tag_keys=[covers_tag(k) for k in chunk])
             found |= {tag.removeprefix(COVERS_TAG_PREFIX) for tag, _ in tagged}
             rest = [k for k in chunk if k not in found]

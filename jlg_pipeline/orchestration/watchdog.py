@@ -13,7 +13,6 @@ sweep's, which also re-attempts FAILED sessions, the non-retryable ones included
 
 import json
 import time
-from collections.abc import Sequence
 
 from dagster import (
     DefaultSensorStatus,
@@ -28,10 +27,10 @@ from dagster import (
 
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.retries import ONLINE_SESSION_GATE
 from jlg_pipeline.orchestration.resources import RunDatabase
-from jlg_pipeline.orchestration.run_requests import shared_run_request
+from jlg_pipeline.orchestration.run_requests import chunks, shared_run_request
 
 WATCHDOG_INTERVAL_S = 15
 WATCHDOG_BATCH = 200
@@ -58,10 +57,6 @@ def decode_launched(cursor: str | None, now: float) -> dict[int, float]:
         if key.isdigit() and isinstance(at, int | float) and now - at < RELAUNCH_AFTER_S:
             launched[int(key)] = float(at)
     return launched
-
-
-def _chunks(sessions: Sequence[DueSession], size: int) -> list[Sequence[DueSession]]:
-    return [sessions[i : i + size] for i in range(0, len(sessions), size)]
 
 
 def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
@@ -102,7 +97,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
                 Trigger.WATCHDOG,
                 Lane.RECOVERY,
             )
-            for chunk in _chunks(fresh, SESSIONS_PER_RUN)
+            for chunk in chunks(fresh, SESSIONS_PER_RUN)
         ]
         context.log.info(f"unattended due sessions: {[s.id for s in fresh]}")
         return SensorResult(run_requests=requests, cursor=json.dumps(launched))
