@@ -24,6 +24,11 @@ def log_event(
     )
 
 
+def describe(exc: BaseException) -> str:
+    """An error as kept on a row and in a log line: its type, then its message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def configure_logging(level: int = logging.INFO) -> None:
     """Send this project's lines to stderr when the host process has not set up logging
     (uvicorn configures only its own loggers). Libraries stay at WARNING."""

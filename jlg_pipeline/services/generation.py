@@ -47,7 +47,7 @@ from jlg_pipeline.domain.retries import (
     retry_wait_s,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.log import log_event
+from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.lease import lease
 
 logger = logging.getLogger(__name__)
@@ -254,7 +254,7 @@ def _failed(
     """Mark the claim FAILED (fenced), log, and build the error the trigger sees. A
     retryable failure is left for the watchdog to try again after its wait: no run waits."""
     retryable = is_retryable(exc)
-    message = f"{type(exc).__name__}: {exc}"
+    message = describe(exc)
     retry_after_s = exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None
     retry_in_s = retry_wait_s(retry_after_s, claim.attempt) if retryable else None
     try:

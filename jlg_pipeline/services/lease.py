@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Claim
-from jlg_pipeline.log import log_event
+from jlg_pipeline.log import describe, log_event
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def lease(repository: ProgramSessionRepository, claim: Claim) -> Iterator[None]:
                     "lease.renew_failed",
                     session_id=claim.session_id,
                     attempt=claim.attempt,
-                    error=f"{type(exc).__name__}: {exc}",
+                    error=describe(exc),
                 )
 
     renewer = threading.Thread(

@@ -18,7 +18,7 @@ from jlg_pipeline.domain.models import (
     SessionResult,
     SweepReport,
 )
-from jlg_pipeline.log import log_event
+from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.generation import Gate
 
 logger = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def _generate_one(request: BulkRegisterRequest, generate: Gate) -> SessionResult
             "sweep.session_error",
             exc_info=exc,
             session_id=session_id,
-            error=f"{type(exc).__name__}: {exc}",
+            error=describe(exc),
         )
         return SessionResult(session_id, GenerationResult.FAILED, retryable=True)
     return SessionResult(session_id, outcome.result, outcome.lag_seconds)
