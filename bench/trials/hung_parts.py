@@ -191,7 +191,8 @@ def run(
                         if status == 200:
                             record.armed[sid] = (now(), at)
                             break
-                        stop.wait(PATCH_RETRY_S)
+                        if stop.wait(PATCH_RETRY_S):
+                            break
             last = max(at for _, at in record.armed.values())
             while datetime.now(UTC) < last + ON_TIME + timedelta(seconds=30):
                 time.sleep(5)
