@@ -11,7 +11,7 @@ from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings, check_jwt_secret
 from jlg_pipeline.domain.errors import ConfigError, JlgError
 from jlg_pipeline.local.online_session import BEHAVIOURS as ONLINE_SESSION_BEHAVIOURS
-from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate
+from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate, plan
 from jlg_pipeline.tokens import mint_token
 
 
@@ -26,7 +26,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument(
         "--adopt",
         action="store_true",
-        help="brownfield: the host tables exist already; apply only the additive revision",
+        help="brownfield: the host tables exist already; apply only what a guest adds to them",
+    )
+    up.add_argument(
+        "--plan",
+        action="store_true",
+        help="print every statement that will touch a host table, with the lock it takes, "
+        "and apply nothing",
     )
     down = sub.add_parser("downgrade", help="revert migrations to a revision (e.g. base)")
     down.add_argument("revision")
@@ -98,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{marked} armed session(s) marked pending; join_link_schedule_sync_sensor "
                 "launches the sync (or run join_link_schedule_sync_job now)"
             )
+        elif args.command == "migrate" and args.plan:
+            print(plan(url, args.revision, adopt=args.adopt))
         elif args.command == "migrate":
             migrate(url, args.revision, adopt=args.adopt)
         else:

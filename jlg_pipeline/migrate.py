@@ -1,20 +1,23 @@
 """Applying the Alembic migrations under ``migrations/`` to a database: upgrade (optionally
-adopting a brownfield database's host tables) and downgrade. Used by ``jlg migrate``, the
-local stack, the tests and the benchmarks."""
+adopting a brownfield database's host tables), downgrade, and the plan of what an upgrade
+would run, read without applying it. Used by ``jlg migrate``, the local stack, the tests and
+the benchmarks."""
 
+import re
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 import migrations
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.domain.errors import JlgError
+from jlg_pipeline.migration_plan import HOST_TABLE_REVISION, Statement, render, steps
 
 # The checkout holding migrations/, workspace.yaml and dagster.yaml (an editable install).
 REPOSITORY_ROOT = Path(migrations.__file__).resolve().parent.parent
-HOST_TABLE_REVISION = "0001_host_tables"
 REQUIRED_HOST_COLUMNS = {
     "hdb_program_session": {"id", "program_id", "updated_at", "updated_by", "deleted_at"},
     "hdb_online_session": {"id", "program_id", "program_session_id", "template"},
@@ -40,6 +43,63 @@ def migrate(database_url: str, revision: str = "head", *, adopt: bool = False) -
 
 def downgrade(database_url: str, revision: str) -> None:
     command.downgrade(alembic_config(database_url), revision)
+
+
+class _Collected:
+    """Alembic's offline output, one write per statement, each kept with its revision (the
+    transaction boundaries it writes around them left out)."""
+
+    _RUNNING = re.compile(r"^-- Running upgrade .* -> (\S+)")
+
+    def __init__(self) -> None:
+        self.revision = "base"
+        self.statements: list[Statement] = []
+
+    def write(self, text: str) -> None:
+        running = self._RUNNING.match(text)
+        if running:
+            self.revision = running.group(1)
+        elif text.strip() and text.strip().upper() not in ("BEGIN;", "COMMIT;"):
+            self.statements.append(Statement(self.revision, text.strip()))
+
+    def flush(self) -> None:
+        pass
+
+
+OFFLINE_URL = "postgresql+psycopg://offline/plan"
+"""Alembic writes SQL for this dialect without connecting anywhere."""
+
+
+def upgrade_statements(start: str | None = None, end: str = "head") -> list[Statement]:
+    """The SQL an upgrade from ``start`` (the beginning when None) to ``end`` runs, written
+    by Alembic's offline mode: nothing connects, nothing is applied."""
+    config = alembic_config(OFFLINE_URL)
+    collected = _Collected()
+    config.attributes["output_buffer"] = collected
+    command.upgrade(config, f"{start}:{end}" if start else end, sql=True)
+    return collected.statements
+
+
+def plan(database_url: str, revision: str = "head", *, adopt: bool = False) -> str:
+    """What :func:`migrate` would run from the database's current revision (past the host
+    tables when adopting), the statements that touch a host table shown with their locks.
+    Reads the database, applies nothing."""
+    if adopt:
+        _check_brownfield(database_url)
+        start: str | None = HOST_TABLE_REVISION
+    else:
+        start = current_revision(database_url)
+    statements = upgrade_statements(start, revision)
+    return render(steps(statements), len(statements))
+
+
+def current_revision(database_url: str) -> str | None:
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
 
 
 def _check_brownfield(database_url: str) -> None:

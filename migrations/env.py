@@ -28,7 +28,14 @@ def _run(connection: Connection) -> None:
 
 
 if context.is_offline_mode():
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    # `jlg migrate --plan` collects the statements (jlg_pipeline/migrate.py); else stdout.
+    output = {"output_buffer": config.attributes["output_buffer"]}
+    context.configure(
+        url=_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        **(output if "output_buffer" in config.attributes else {}),
+    )
     with context.begin_transaction():
         context.run_migrations()
 else:

@@ -7,7 +7,17 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Select,
+    and_,
+    func,
+    literal,
+    or_,
+    select,
+    union_all,
+)
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor
@@ -26,6 +36,22 @@ def overdue(after: ColumnElement[timedelta]) -> ColumnElement[bool]:
     """Past ``after`` and not COMPLETED: the predicates of ix_psession_link_gen_due, so the
     planner can use it."""
     return and_(past(after), ps.c.link_generation_status != S.COMPLETED.value)
+
+
+def held_by_status() -> CompoundSelect[Any]:
+    """(status, count) of the sessions not deleted that hold a time (``HELD_STATUSES``), each
+    tier counted through its own partial index (ix_psession_link_gen_fresh,
+    ix_psession_link_gen_failed), so the cost follows the sessions that hold a time, never the
+    host table's size."""
+    live = ps.c.deleted_at.is_(None)
+    status = ps.c.link_generation_status
+    fresh = (
+        select(status, func.count())
+        .where(live, status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]))
+        .group_by(status)
+    )
+    failed = select(literal(S.FAILED.value), func.count()).where(live, status == S.FAILED.value)
+    return union_all(fresh, failed)
 
 
 class CandidateQueries(SessionStatements):

@@ -1,8 +1,8 @@
-"""Counts kept by the statements that change them (migration 0009): the sessions by status
-and the closed attempts by trigger and outcome, with their lag histogram. Triggers append
-signed deltas in the changing statement's own transaction; a reading folds them into one row
-per (metric, label) and sums what is there, so it reads a few dozen rows whatever the
-tables' size (docs/design.md "Scale")."""
+"""Counts kept by the statements that change them (migration 0009): the closed attempts by
+trigger and outcome, with their lag histogram. Triggers on our own ``jlg_generation_attempt``
+append signed deltas in the closing statement's own transaction; a reading folds them into one
+row per (metric, label) and sums what is there, so it reads a few dozen rows whatever the
+history's length (docs/design.md "Scale"). Nothing here sits on the host's tables."""
 
 from dataclasses import dataclass, field
 
@@ -13,8 +13,6 @@ from jlg_pipeline.adapters.tables import lag_bucket, metric_count
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    sessions: dict[str, int] = field(default_factory=dict)
-    """Sessions not deleted, by status."""
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
     """Attempts closed, by (trigger, outcome): counted as they close, never taken back."""
     lag_le: tuple[tuple[float, int], ...] = ()
@@ -57,7 +55,6 @@ def read_counts(conn: Connection) -> Counts:
     bounds = conn.execute(select(lag_bucket.c.bound_s).order_by(lag_bucket.c.bound_s)).scalars()
     lag_le = by_metric.get("lag_le", {})
     return Counts(
-        sessions={k: v for k, v in by_metric.get("sessions", {}).items() if v},
         attempts={
             (trigger, outcome): v
             for label, v in by_metric.get("attempts", {}).items()

@@ -1,30 +1,31 @@
 """The figures ``/metrics`` shows from the database, read in one go. The web app reads them in
 the background at most every few seconds and scrapes render the last reading, so a scrape
-costs the same whatever the tables' size; the reading itself does too: the counts come from
-``metric_counts`` (kept by the statements that change them), the rest from partial indexes
-that hold only what is due or open (docs/design.md "Attempt history", "Scale")."""
+costs the same whatever the tables' size; the reading itself does too: the closed attempts come
+from ``metric_counts`` (kept by the statements that close them), the rest from partial indexes
+that hold only the sessions that hold a time, what is due or what is open (docs/design.md
+"Attempt history", "Scale"). Nothing of ours sits on the host's table to keep them."""
 
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sqlalchemy import Engine, Interval, func, literal, select, text
 
-from jlg_pipeline.adapters.candidates import overdue
+from jlg_pipeline.adapters.candidates import held_by_status, overdue
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.models import AttemptOutcome
-from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.status import HELD_STATUSES
 
-S = LinkGenerationStatus
 OVERDUE_AFTER = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)
 class MetricsSnapshot:
     by_status: dict[str, int] = field(default_factory=dict)
+    """Sessions not deleted that hold a time, by status: SCHEDULED, IN_PROGRESS and FAILED."""
     overdue: int = 0
     """Not deleted, SCHEDULED, FAILED or IN_PROGRESS, due more than 5 minutes ago."""
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -53,12 +54,11 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
             )
         )
         counts = read_counts(conn)
+        by_status = {str(s): int(n) for s, n in conn.execute(held_by_status()).all() if n}
         overdue_count = conn.execute(
             select(func.count()).where(
                 overdue(literal(OVERDUE_AFTER, Interval())),
-                ps.c.link_generation_status.in_(
-                    [S.SCHEDULED.value, S.FAILED.value, S.IN_PROGRESS.value]
-                ),
+                ps.c.link_generation_status.in_([s.value for s in HELD_STATUSES]),
             )
         ).scalar_one()
         # The open ones, read from the partial index of open attempts.
@@ -69,7 +69,7 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
         ).all()
     pending, oldest = ScheduleOutbox(engine).backlog()
     return MetricsSnapshot(
-        by_status=counts.sessions,
+        by_status=by_status,
         overdue=int(overdue_count),
         attempts=counts.attempts,
         open_attempts={str(t): int(n) for t, n in open_by_trigger},

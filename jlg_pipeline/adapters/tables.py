@@ -4,6 +4,9 @@
 standalone install creates a minimal version of them (migration 0001), a brownfield install
 already has them and adopts only the additive link-generation columns (migration 0002).
 The ``jlg_local_*`` tables belong to the local, PostgreSQL-backed registrar.
+
+The ``jlg_*`` tables name a session by its id and nothing more: no foreign key, trigger or
+anything else of ours sits on the host's tables (docs/design.md "A guest", migration 0010).
 """
 
 from sqlalchemy import (
@@ -184,14 +187,7 @@ schedule_change_version = Sequence("jlg_schedule_outbox_version_seq", metadata=m
 schedule_outbox = Table(
     "jlg_schedule_outbox",
     metadata,
-    Column(
-        "program_session_id",
-        BigInteger,
-        ForeignKey(
-            "hdb_program_session.id", name="fk_schedule_outbox_program_session", ondelete="CASCADE"
-        ),
-        primary_key=True,
-    ),
+    Column("program_session_id", BigInteger, primary_key=True, autoincrement=False),
     # From one sequence: a newer change always has a higher version, even after the session's
     # previous row was applied and deleted, so an applier can retire only what it applied.
     Column("version", BigInteger, nullable=False),
@@ -217,16 +213,7 @@ ATTEMPT_OUTCOMES = tuple(outcome.value for outcome in AttemptOutcome)
 generation_attempt = Table(
     "jlg_generation_attempt",
     metadata,
-    Column(
-        "program_session_id",
-        BigInteger,
-        ForeignKey(
-            "hdb_program_session.id",
-            name="fk_generation_attempt_program_session",
-            ondelete="CASCADE",
-        ),
-        primary_key=True,
-    ),
+    Column("program_session_id", BigInteger, primary_key=True),
     Column("attempt", Integer, primary_key=True),
     Column("trigger", String(16), nullable=False),
     Column("run_id", String(64), nullable=True),
@@ -255,16 +242,7 @@ link_generation_change = Table(
     "jlg_link_generation_change",
     metadata,
     Column("id", BigInteger, Identity(), primary_key=True),
-    Column(
-        "program_session_id",
-        BigInteger,
-        ForeignKey(
-            "hdb_program_session.id",
-            name="fk_link_generation_change_program_session",
-            ondelete="CASCADE",
-        ),
-        nullable=False,
-    ),
+    Column("program_session_id", BigInteger, nullable=False),
     Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("actor_user_id", Integer, nullable=True),
     Column("link_generation_at", DateTime(timezone=True), nullable=True),
@@ -283,8 +261,9 @@ service_gate = Table(
 """Migration 0008: a pause an external service asked for (Retry-After), seen by every run."""
 
 
-# Migration 0009: counts kept by the statements that change them (docs/design.md "Scale").
-# Triggers append signed deltas; a reading folds them (adapters/metric_counts.py).
+# Migration 0009: counts of closed attempts kept by the statements that close them
+# (docs/design.md "Scale"). Triggers on jlg_generation_attempt append signed deltas; a reading
+# folds them (adapters/metric_counts.py).
 metric_count = Table(
     "jlg_metric_count",
     metadata,

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.host_index import create_concurrently
+
 revision: str = "0002_link_generation"
 down_revision: str | None = "0001_host_tables"
 branch_labels: str | Sequence[str] | None = None
@@ -52,17 +54,12 @@ def upgrade() -> None:
         postgresql_not_valid=True,
     )
     op.execute(f"ALTER TABLE {_TABLE} VALIDATE CONSTRAINT ck_psession_link_gen_status")
-    with op.get_context().autocommit_block():
-        op.create_index(
-            "ix_psession_link_gen_due",
-            _TABLE,
-            ["link_generation_at"],
-            postgresql_where=sa.text(
-                "deleted_at IS NULL AND link_generation_status <> 'COMPLETED'"
-            ),
-            postgresql_concurrently=True,
-            if_not_exists=True,
-        )
+    create_concurrently(
+        "ix_psession_link_gen_due",
+        _TABLE,
+        ["link_generation_at"],
+        "deleted_at IS NULL AND link_generation_status <> 'COMPLETED'",
+    )
 
 
 def downgrade() -> None:

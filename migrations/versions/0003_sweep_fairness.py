@@ -12,8 +12,9 @@ Create Date: 2026-12-03
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from alembic import op
+
+from migrations.host_index import create_concurrently
 
 revision: str = "0003_sweep_fairness"
 down_revision: str | None = "0002_link_generation"
@@ -35,16 +36,8 @@ INDEXES = {
 
 def upgrade() -> None:
     # CONCURRENTLY: on a large brownfield table the build does not block the host's writes.
-    with op.get_context().autocommit_block():
-        for name, (columns, where) in INDEXES.items():
-            op.create_index(
-                name,
-                _TABLE,
-                columns,
-                postgresql_where=sa.text(where),
-                postgresql_concurrently=True,
-                if_not_exists=True,
-            )
+    for name, (columns, where) in INDEXES.items():
+        create_concurrently(name, _TABLE, columns, where)
 
 
 def downgrade() -> None:

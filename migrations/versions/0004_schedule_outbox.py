@@ -4,6 +4,11 @@ The admin's UPDATE writes its session's row here in the same transaction; the ap
 it after the response and deletes it, and ``join_link_schedule_sync_job`` retries what
 failed. Only pending work lives here, so the table stays small.
 
+No foreign key to ``hdb_program_session``: PostgreSQL would put its triggers on the host's
+table, lock it while the key is made, and make the host's own TRUNCATE fail (docs/design.md
+"A guest"). A row whose session is gone is harmless: its schedule fires into a claim that
+finds nothing.
+
 Revision ID: 0004_schedule_outbox
 Revises: 0003_sweep_fairness
 Create Date: 2026-12-03
@@ -26,7 +31,7 @@ def upgrade() -> None:
     op.execute(sa.schema.CreateSequence(sa.Sequence(SEQUENCE), if_not_exists=True))
     op.create_table(
         "jlg_schedule_outbox",
-        sa.Column("program_session_id", sa.BigInteger(), nullable=False),
+        sa.Column("program_session_id", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.Column("version", sa.BigInteger(), nullable=False),
         sa.Column("fire_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("actor_user_id", sa.Integer(), nullable=True),
@@ -36,12 +41,6 @@ def upgrade() -> None:
         sa.Column("last_error", sa.Text(), nullable=True),
         sa.Column(
             "changed_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
-        ),
-        sa.ForeignKeyConstraint(
-            ["program_session_id"],
-            ["hdb_program_session.id"],
-            name="fk_schedule_outbox_program_session",
-            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("program_session_id"),
     )

@@ -3,7 +3,8 @@
 A claim opens a row (trigger, Dagster run id, the cycle's time, when it was claimed); a mark
 closes it (COMPLETED with job id and total, FAILED with the sanitised error, SUPERSEDED when
 fenced out) and a stale reclaim closes the abandoned one (RECLAIMED), each in the same
-statement as the session's state change.
+statement as the session's state change. No foreign key to the host's table (see 0004): the
+history of a session the host deletes outright stays on record.
 
 Revision ID: 0005_attempt_history
 Revises: 0004_schedule_outbox
@@ -38,12 +39,6 @@ def upgrade() -> None:
         sa.Column("total", sa.Integer(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.CheckConstraint(f"outcome IN ({OUTCOMES})", name="ck_generation_attempt_outcome"),
-        sa.ForeignKeyConstraint(
-            ["program_session_id"],
-            ["hdb_program_session.id"],
-            name="fk_generation_attempt_program_session",
-            ondelete="CASCADE",
-        ),
         sa.PrimaryKeyConstraint("program_session_id", "attempt"),
     )
     op.create_index(

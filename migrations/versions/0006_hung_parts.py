@@ -6,7 +6,7 @@
   pending changes' fire times lets the sync sensor turn near times direct in the database.
 - ``jlg_link_generation_change``: every admin set/clear (who, when, from what to what),
   written by the same statement as the UPDATE; resync takes a schedule's actor from here,
-  never from a host write of ``updated_by``.
+  never from a host write of ``updated_by``. No foreign key to the host's table (see 0004).
 
 Revision ID: 0006_hung_parts
 Revises: 0005_attempt_history
@@ -44,12 +44,6 @@ def upgrade() -> None:
         sa.Column("actor_user_id", sa.Integer(), nullable=True),
         sa.Column("link_generation_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("previous_link_generation_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["program_session_id"],
-            ["hdb_program_session.id"],
-            name="fk_link_generation_change_program_session",
-            ondelete="CASCADE",
-        ),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index(

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.host_index import create_concurrently
+
 revision: str = "0008_retries_in_time"
 down_revision: str | None = "0007_idempotent_jobs"
 branch_labels: str | Sequence[str] | None = None
@@ -37,18 +39,13 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=True),
     )
     # CONCURRENTLY: on a large brownfield table the build does not block the host's writes.
-    with op.get_context().autocommit_block():
-        op.create_index(
-            _INDEX,
-            _TABLE,
-            ["link_generation_retry_at", "id"],
-            postgresql_where=sa.text(
-                "deleted_at IS NULL AND link_generation_status = 'FAILED' "
-                "AND link_generation_retry_at IS NOT NULL"
-            ),
-            postgresql_concurrently=True,
-            if_not_exists=True,
-        )
+    create_concurrently(
+        _INDEX,
+        _TABLE,
+        ["link_generation_retry_at", "id"],
+        "deleted_at IS NULL AND link_generation_status = 'FAILED' "
+        "AND link_generation_retry_at IS NOT NULL",
+    )
 
 
 def downgrade() -> None:

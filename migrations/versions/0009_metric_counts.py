@@ -1,13 +1,10 @@
-"""Counts kept by the statements that change them, so ``/metrics`` reads the same few rows at
-ten thousand sessions and at ten million, expand-only (docs/design.md "Scale").
+"""Counts of closed attempts kept by the statements that close them, so ``/metrics`` reads the
+same few rows at ten thousand attempts and at ten million, expand-only (docs/design.md "Scale").
 
-- ``jlg_metric_count``: signed deltas, one row per (metric, labels) a statement changed,
-  appended by statement-level triggers in the changing statement's own transaction (so a
-  count is exact and never ahead of or behind what committed), and folded into one row per
-  (metric, labels) by the reading (``adapters/metric_counts.py``). Appending never waits on
-  another writer: claims and marks do not queue behind a hot counter row.
-  - ``sessions`` (status): sessions not deleted, by status; inserts, updates, deletes and a
-    TRUNCATE (which holds every writer off, so it zeroes the sums exactly).
+- ``jlg_metric_count``: signed deltas, one row per (metric, label) a statement changed,
+  appended by statement-level triggers on ``jlg_generation_attempt`` (our own table, written
+  only by our own role) in the closing statement's own transaction, and folded into one row
+  per (metric, label) by the reading (``adapters/metric_counts.py``).
   - ``attempts`` (trigger, outcome): attempts closed, counted when they close (inserted closed
     or updated from IN_PROGRESS), never taken back: a Prometheus counter.
   - ``lag_le`` (bound), ``lag_ms_sum``, ``lag_count``: the closed attempts' lag (claimed -
@@ -15,9 +12,14 @@ ten thousand sessions and at ten million, expand-only (docs/design.md "Scale").
 - ``jlg_lag_bucket``: the histogram's bounds in seconds, read by the trigger and the reading
   alike, so they are written down once.
 
-The counts start from a full count taken while both tables are locked against writes (SHARE
-ROW EXCLUSIVE, until this migration commits), so none is missed or counted twice; on a large
-brownfield table that holds the host's writes for the length of one full scan.
+Nothing here touches the host's tables (docs/design.md "A guest"): the sessions by status are
+indexed aggregates read from ``hdb_program_session`` itself. An earlier version of this
+revision put counting triggers there; ``0010_guest`` removes them where they exist.
+
+The trigger function's ``search_path`` is the migration's, pinned when it is made, so the
+counts land in our tables whatever schema the writing role looks in first. Creating the
+triggers holds the attempts' writers off until this migration commits, so the starting count
+read after them misses nothing and counts nothing twice.
 
 Revision ID: 0009_metric_counts
 Revises: 0008_retries_in_time
@@ -35,35 +37,6 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 LAG_BOUNDS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400)
-
-_SESSIONS = """
-CREATE FUNCTION jlg_count_sessions() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        INSERT INTO jlg_metric_count (metric, label, delta)
-        SELECT 'sessions', label, -sum(delta) FROM jlg_metric_count WHERE metric = 'sessions'
-        GROUP BY label HAVING sum(delta) <> 0;
-    ELSIF TG_OP = 'INSERT' THEN
-        INSERT INTO jlg_metric_count (metric, label, delta)
-        SELECT 'sessions', link_generation_status, count(*) FROM new_rows
-        WHERE deleted_at IS NULL GROUP BY link_generation_status;
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO jlg_metric_count (metric, label, delta)
-        SELECT 'sessions', link_generation_status, -count(*) FROM old_rows
-        WHERE deleted_at IS NULL GROUP BY link_generation_status;
-    ELSE
-        INSERT INTO jlg_metric_count (metric, label, delta)
-        SELECT 'sessions', status, sum(change) FROM (
-            SELECT link_generation_status AS status, -1 AS change FROM old_rows
-            WHERE deleted_at IS NULL
-            UNION ALL
-            SELECT link_generation_status, 1 FROM new_rows WHERE deleted_at IS NULL
-        ) AS changes
-        GROUP BY status HAVING sum(change) <> 0;
-    END IF;
-    RETURN NULL;
-END $$;
-"""
 
 
 def _closed_counts(closed: str) -> str:
@@ -94,7 +67,8 @@ _CLOSED_BY_UPDATE = (
     "WHERE o.outcome = 'IN_PROGRESS' AND n.outcome <> 'IN_PROGRESS'"
 )
 _ATTEMPTS = f"""
-CREATE FUNCTION jlg_count_attempts() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION jlg_count_attempts() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         {_closed_counts(_CLOSED_BY_INSERT)};
@@ -102,7 +76,7 @@ BEGIN
         {_closed_counts(_CLOSED_BY_UPDATE)};
     END IF;
     RETURN NULL;
-END $$;
+END $$
 """
 
 
@@ -121,44 +95,24 @@ def upgrade() -> None:
         sa.table("jlg_lag_bucket", sa.column("bound_s", sa.Integer)),
         [{"bound_s": bound} for bound in LAG_BOUNDS_S],
     )
-    op.execute("LOCK TABLE hdb_program_session, jlg_generation_attempt IN SHARE ROW EXCLUSIVE MODE")
-    op.execute(_SESSIONS)
     op.execute(_ATTEMPTS)
     for event, tables in (
         ("INSERT", "NEW TABLE AS new_rows"),
         ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
-        ("DELETE", "OLD TABLE AS old_rows"),
     ):
         op.execute(
-            f"CREATE TRIGGER jlg_count_sessions_{event.lower()} AFTER {event} ON "
-            f"hdb_program_session REFERENCING {tables} FOR EACH STATEMENT "
-            "EXECUTE FUNCTION jlg_count_sessions()"
+            f"CREATE TRIGGER jlg_count_attempts_{event.lower()} AFTER {event} ON "
+            f"jlg_generation_attempt REFERENCING {tables} FOR EACH STATEMENT "
+            "EXECUTE FUNCTION jlg_count_attempts()"
         )
-        if event != "DELETE":
-            op.execute(
-                f"CREATE TRIGGER jlg_count_attempts_{event.lower()} AFTER {event} ON "
-                f"jlg_generation_attempt REFERENCING {tables} FOR EACH STATEMENT "
-                "EXECUTE FUNCTION jlg_count_attempts()"
-            )
-    op.execute(
-        "CREATE TRIGGER jlg_count_sessions_truncate AFTER TRUNCATE ON hdb_program_session "
-        "FOR EACH STATEMENT EXECUTE FUNCTION jlg_count_sessions()"
-    )
-    op.execute(
-        "INSERT INTO jlg_metric_count (metric, label, delta) "
-        "SELECT 'sessions', link_generation_status, count(*) FROM hdb_program_session "
-        "WHERE deleted_at IS NULL GROUP BY link_generation_status"
-    )
     op.execute(
         _closed_counts("SELECT * FROM jlg_generation_attempt WHERE outcome <> 'IN_PROGRESS'")
     )
 
 
 def downgrade() -> None:
-    for event in ("insert", "update", "delete", "truncate"):
-        op.execute(f"DROP TRIGGER IF EXISTS jlg_count_sessions_{event} ON hdb_program_session")
+    for event in ("insert", "update"):
         op.execute(f"DROP TRIGGER IF EXISTS jlg_count_attempts_{event} ON jlg_generation_attempt")
     op.execute("DROP FUNCTION jlg_count_attempts()")
-    op.execute("DROP FUNCTION jlg_count_sessions()")
     op.drop_table("jlg_lag_bucket")
     op.drop_table("jlg_metric_count")
