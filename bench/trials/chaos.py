@@ -380,7 +380,7 @@ def whole_system(
 ) -> Iterator[tuple[System, str, list[int], Engine]]:
     """Everything started and wired through its fault box; yields the system, the web app's
     base URL, the sessions to arm and an engine on the database (not through its box)."""
-    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+    from pgserver import pg_ctl  # type: ignore[attr-defined]
 
     with (
         private_postgres() as (url, server, data),

@@ -96,7 +96,7 @@ class Record:
 def run(
     sessions: int, arm_seconds: float, home: Path
 ) -> tuple[Record, dict[int, tuple[datetime, int]]]:
-    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+    from pgserver import pg_ctl  # type: ignore[attr-defined]
 
     record = Record()
     with (

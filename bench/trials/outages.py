@@ -65,7 +65,7 @@ def restart_during_sweep(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
         import pgserver
-        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+        from pgserver import pg_ctl  # type: ignore[attr-defined]
 
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     data = Path(tempfile.mkdtemp(prefix="jlg-bench-pg-", dir=ROOT / ".data"))

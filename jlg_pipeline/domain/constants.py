@@ -1,11 +1,27 @@
 """The TRD's timing and volume constants. Code constants, not environment (TRD §Deployment)."""
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from jlg_pipeline.domain.errors import InvalidInput
 
-FALLBACK_CRON = "0 */4 * * *"
+FALLBACK_EVERY_HOURS = 4
+"""The fallback sweep's cadence (TRD: every 4 hours, on the hour, UTC): the cron below and the
+next sweep's time both follow from it."""
+FALLBACK_CRON = f"0 */{FALLBACK_EVERY_HOURS} * * *"
 FALLBACK_CRON_TIMEZONE = "UTC"
+
+
+def next_fallback_sweep(now: datetime) -> datetime:
+    """The sweep's next start after ``now`` (an aware time), in UTC: the next hour
+    FALLBACK_CRON names, on the hour."""
+    utc = now.astimezone(UTC)
+    hour = utc.hour - utc.hour % FALLBACK_EVERY_HOURS
+    return utc.replace(hour=hour, minute=0, second=0, microsecond=0) + timedelta(
+        hours=FALLBACK_EVERY_HOURS
+    )
+
+
 GRACE_MS = 30 * 60 * 1000
 STALE_MS = 30 * 60 * 1000
 FALLBACK_BATCH_LIMIT = 50

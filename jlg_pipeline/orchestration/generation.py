@@ -137,7 +137,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         database: ResourceParam[RunDatabase],
         registrar: ResourceParam[BulkRegistrar],
     ) -> Output[None]:
-        trigger = tag_start(context, None, Trigger.WATCHDOG)
+        trigger = tag_start(context, None)
         try:
             requests = [entry.request() for entry in config.sessions]
         except InvalidInput as exc:

@@ -1,13 +1,11 @@
 """When the 4-hourly sweep runs next, for the messages that tell a person what happens to a
-session nobody else will retry. Dagster's own cron iterator reads FALLBACK_CRON, so the
-answer follows the schedule whatever its cron says."""
+session nobody else will retry: the schedule's own cadence (domain/constants.py), while its
+flag is on."""
 
 from datetime import datetime
 
-from dagster._utils.schedules import cron_string_iterator
-
 from jlg_pipeline.config import Flags
-from jlg_pipeline.domain.constants import FALLBACK_CRON
+from jlg_pipeline.domain.constants import next_fallback_sweep
 
 
 def next_sweep_at(now: datetime) -> datetime | None:
@@ -15,4 +13,4 @@ def next_sweep_at(now: datetime) -> datetime | None:
     is off (read now, as the schedule reads it on each tick)."""
     if not Flags.read().fallback_cron_enabled:
         return None
-    return next(cron_string_iterator(now.timestamp(), FALLBACK_CRON, "UTC"))
+    return next_fallback_sweep(now)

@@ -11,6 +11,7 @@ from dagster import Failure, MetadataValue, OpExecutionContext, Output
 from jlg_pipeline.domain.messages import cycle_id
 from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, SweepReport, Trigger
 from jlg_pipeline.orchestration.next_sweep import next_sweep_at
+from jlg_pipeline.orchestration.run_origin import trigger_of
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
     NO_CYCLE,
@@ -18,19 +19,17 @@ from jlg_pipeline.orchestration.tags import (
     RUNNING_OUTCOME,
     SESSION_TAG,
     TRIGGER_TAG,
-    trigger_of,
 )
 from jlg_pipeline.services.next_step import next_for_many
 
 FAILED_OUTCOME = GenerationResult.FAILED.value
 
 
-def tag_start(
-    context: OpExecutionContext, session_id: int | None, default: Trigger = Trigger.MANUAL
-) -> Trigger:
+def tag_start(context: OpExecutionContext, session_id: int | None) -> Trigger:
     """Name the run's own story before it generates: its session (hand launches too) and
-    trigger (``manual`` for a person's re-execution), and no outcome copied from a parent."""
-    trigger = trigger_of(context.run.tags, default)
+    trigger as Dagster's records show it (``manual`` for anything a person launched, whatever
+    its tags say), and no outcome copied from a parent."""
+    trigger = trigger_of(context.instance, context.run)
     tags = {TRIGGER_TAG: trigger.value}
     if session_id is not None:
         tags[SESSION_TAG] = str(session_id)

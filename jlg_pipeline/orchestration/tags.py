@@ -1,9 +1,8 @@
-"""Run tags naming the session and the trigger, so runs can be found and limited per session."""
-
-from collections.abc import Mapping
+"""Run tags naming the session and the trigger, so runs can be found and limited per session,
+and the tags Dagster itself writes that the code location reads (run_origin.py checks each
+against the instance's records: a person can type any tag into the Launchpad)."""
 
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
-from jlg_pipeline.domain.models import Trigger
 
 RUN_KEY_TAG = "dagster/run_key"
 """Dagster's tag holding a run's run key."""
@@ -35,20 +34,13 @@ def run_tags(lane: Lane, max_runtime_s: int, **tags: str) -> dict[str, str]:
 
 PARENT_RUN_TAG = "dagster/parent_run_id"
 """Set by Dagster on a re-execution (with the parent's other tags copied)."""
-RETRY_NUMBER_TAG = "dagster/retry_number"
-"""Set by Dagster on an automatic run retry (a re-execution nobody launched by hand)."""
+AUTO_RETRY_TAG = "dagster/auto_retry_run_id"
+"""Set by Dagster's run-retry daemon on a failed run: the run it launched to retry it."""
+TICK_TAG = "dagster/tick"
+"""Set by Dagster on a run a sensor or schedule tick asked for: the tick's id."""
+BACKFILL_TAG = "dagster/backfill"
+PARTITION_TAG = "dagster/partition"
 RUNNING_OUTCOME = "running"
 """``jlg/outcome`` while a re-execution runs, replacing the outcome copied from its parent."""
 NO_CYCLE = "-"
 """``jlg/cycle`` of a re-execution that claimed nothing, replacing its parent's."""
-
-
-def trigger_of(tags: Mapping[str, str], default: Trigger = Trigger.MANUAL) -> Trigger:
-    """The run's trigger. A re-execution a person launched is ``manual``, whatever trigger
-    tag it copied from its parent (an automatic run retry keeps its parent's)."""
-    if PARENT_RUN_TAG in tags and RETRY_NUMBER_TAG not in tags:
-        return Trigger.MANUAL
-    try:
-        return Trigger(tags.get(TRIGGER_TAG, default.value))
-    except ValueError:
-        return default

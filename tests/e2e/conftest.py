@@ -85,15 +85,24 @@ class Stack:
 
     def launch_sweep(self) -> None:
         """What the 4-hourly schedule does, now: submit the sweep job to the instance's queue."""
+        self.launch("join_link_fallback_sweep_job")
+
+    def launch(
+        self, job: str, *, tags: dict[str, str] | None = None, config: dict[str, Any] | None = None
+    ) -> None:
+        """A run launched by hand, as the Launchpad does: any tags, any run config."""
+        options = ["--tags", json.dumps(tags)] if tags else []
+        options += ["--config-json", json.dumps(config)] if config else []
         subprocess.run(
             [
                 str(BIN / "dagster"),
                 "job",
                 "launch",
                 "-j",
-                "join_link_fallback_sweep_job",
+                job,
                 "-w",
                 str(ROOT / "workspace.yaml"),
+                *options,
             ],
             cwd=ROOT,
             env=self.env,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -58,6 +59,22 @@ def test_event_fires_and_completes(engine: Engine, start_stack: Callable[..., St
     assert stack.aws.client("scheduler").list_schedules()["Schedules"] == [], (
         "ActionAfterCompletion"
     )
+    [attempt] = ProgramSessionRepository(engine).attempts(sid)
+    assert attempt.trigger == "event", "the sensor's tick asked for the run: Dagster says so"
+
+    # A person copies that run's tags, its tick included, into the Launchpad.
+    [run] = [r for r in stack.runs() if r.tags.get("jlg/session") == str(sid)]
+    copied = {k: run.tags[k] for k in ("jlg/trigger", "dagster/tick", "dagster/sensor_name")}
+    other = create_session(engine, program_id=500)
+    force_state(engine, other, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(seconds=-1))
+    stack.launch(
+        "join_link_generation_job",
+        tags=copied,
+        config={"ops": {"generate_join_links": {"config": {"programSessionId": other}}}},
+    )
+    stack.wait_for(other, "COMPLETED")
+    [attempt] = ProgramSessionRepository(engine).attempts(other)
+    assert attempt.trigger == "manual", "the tick on record did not ask for this run"
 
 
 def test_a_near_time_completes_through_a_direct_run(
@@ -80,6 +97,8 @@ def test_a_near_time_completes_through_a_direct_run(
     assert stack.standin.delivered == 0
     [run] = [r for r in stack.runs() if r.tags.get("jlg/session") == str(sid)]
     assert run.tags["jlg/trigger"] == "direct"
+    [attempt] = ProgramSessionRepository(engine).attempts(sid)
+    assert attempt.trigger == "direct"
     assert _bulk_jobs(engine, sid) == 1
 
 

@@ -95,15 +95,6 @@ def test_a_rerun_from_the_ui_tells_its_own_story(engine: Engine, db_url: str) ->
     assert (tags["jlg/outcome"], tags["jlg/cycle"]) == ("skipped", "-"), "no parent's cycle"
 
 
-def test_an_automatic_retry_keeps_its_parents_trigger(engine: Engine, db_url: str) -> None:
-    sid = create_session(engine)
-    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-1))
-    instance = DagsterInstance.ephemeral()
-    retry = {**PARENT, "jlg/session": str(sid), "dagster/retry_number": "1"}
-    result = _generate(db_url, instance, RecordingRegistrar(), sid, **retry)
-    assert instance.get_run_by_id(result.run_id).tags["jlg/trigger"] == "direct"  # type: ignore[union-attr]
-
-
 def test_a_hand_launch_names_its_session_and_a_failed_claim_its_cycle(
     engine: Engine, db_url: str
 ) -> None:

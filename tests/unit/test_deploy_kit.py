@@ -9,14 +9,10 @@ import json
 import re
 from typing import Any
 
+import dagster
 import kubernetes_validate
 import pytest
 import yaml
-
-# Dagster has no public validator for a configurable class's config: these two are the
-# functions it runs itself when it loads an instance (the only private imports anywhere).
-from dagster._config import validate_config
-from dagster._core.instance.config import dagster_instance_config
 from dagster_postgres import DagsterPostgresStorage
 from packaging.requirements import Requirement
 from sqlalchemy.engine import make_url
@@ -33,10 +29,41 @@ KUBERNETES_VERSION = "1.31.0"
 SECRET_NAMES = re.compile(r"SECRET|TOKEN|PASSWORD|PRIVATE|DATABASE_URL|POSTGRES_URL", re.I)
 
 
+# Values for the variables the instance files name ({env: …}): Dagster resolves them as it
+# validates.
+INSTANCE_ENVIRONMENT = {
+    "DAGSTER_POSTGRES_URL": "postgresql+psycopg2://dagster@db.internal:5432/dagster",
+    "DAGSTER_COMPUTE_LOG_BUCKET": "jlg-dagster-logs",
+}
+
+
+@pytest.fixture(autouse=True)
+def _instance_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in INSTANCE_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+
+
 def _load(relative: str) -> dict[str, Any]:
-    path = ROOT / relative
-    config, _ = dagster_instance_config(str(path.parent), path.name)
-    return dict(config)
+    return dict(yaml.safe_load((ROOT / relative).read_text()))
+
+
+def _validation_errors(schema: Any, value: Any) -> list[str]:
+    """Dagster's own validation of ``value`` against a config ``schema``, through its public
+    run-config check: a one-op job whose op takes that schema as its config."""
+
+    @dagster.op(name="section", config_schema=schema)
+    def section() -> None:
+        """Never runs: only its config is checked."""
+
+    @dagster.job(name="validate_section")
+    def validate_section() -> None:
+        section()
+
+    try:
+        dagster.validate_run_config(validate_section, {"ops": {"section": {"config": value}}})
+    except dagster.DagsterInvalidConfigError as exc:
+        return [error.message for error in exc.errors]
+    return []
 
 
 def _class_errors(config: dict[str, Any]) -> list[str]:
@@ -45,13 +72,13 @@ def _class_errors(config: dict[str, Any]) -> list[str]:
     for key, section in config.items():
         if isinstance(section, dict) and {"module", "class"} <= section.keys():
             klass = getattr(importlib.import_module(section["module"]), section["class"])
-            result = validate_config(klass.config_type(), section.get("config") or {})
-            errors += [f"{key}: {e.message}" for e in result.errors or []]
+            found = _validation_errors(klass.config_type(), section.get("config") or {})
+            errors += [f"{key}: {message}" for message in found]
     if "postgres" in config.get("storage", {}):
-        result = validate_config(
+        found = _validation_errors(
             DagsterPostgresStorage.config_type(), config["storage"]["postgres"]
         )
-        errors += [f"storage: {e.message}" for e in result.errors or []]
+        errors += [f"storage: {message}" for message in found]
     return errors
 
 
@@ -63,6 +90,17 @@ def test_each_instance_configuration_passes_dagsters_validation(relative: str) -
         config[k]["class"] for k in config if isinstance(config[k], dict) and "class" in config[k]
     }
     assert "QueuedRunCoordinator" in named
+
+
+def test_the_distributed_instances_have_only_sections_a_real_instance_loads() -> None:
+    """A top-level typo is caught too: every section is the local instance's (which
+    tests/integration/test_dagster_instance.py loads into a real instance) or a configurable
+    class that Dagster's own validation checked above."""
+    local = set(_load("dagster.yaml"))
+    for relative in INSTANCES[1:]:
+        config = _load(relative)
+        extra = {key for key in set(config) - local if not {"module", "class"} <= set(config[key])}
+        assert extra == set(), relative
 
 
 def test_a_typo_inside_a_launchers_config_is_caught() -> None:
@@ -248,9 +286,12 @@ def test_the_admin_api_is_replicated_probed_bounded_and_secret_free() -> None:
     config = manifests["ConfigMap"]["data"]
     assert not [k for k in config if SECRET_NAMES.search(k)], "secrets are not configuration"
     # Production settings: the admin API starts only with a token issuer and audience.
-    settings = Settings.from_env(
-        {**config, "JLG_JWT_SECRET": "Kq3v-8Zt_wP1mXa9" * 2, "JLG_ONLINE_SESSION_TOKEN": "t"}
-    )
+    secrets = {
+        "JLG_DATABASE_URL": "postgresql+psycopg://jlg_app:pw@app-db:5432/jlg",
+        "JLG_JWT_SECRET": "Kq3v-8Zt_wP1mXa9" * 2,
+        "JLG_ONLINE_SESSION_TOKEN": "t",
+    }
+    settings = Settings.from_env({**config, **secrets})
     assert settings.environment is Environment.PRODUCTION
     settings.require_jwt_key()
 

@@ -95,3 +95,20 @@ def test_only_the_entry_points_read_the_environment() -> None:
         and not any(str(p.relative_to(ROOT)).startswith(allowed) for allowed in READS_ENVIRONMENT)
     }
     assert readers == set(), f"read the environment through Settings or Flags: {sorted(readers)}"
+
+
+OURS = {"jlg_pipeline", "web", "migrations", "tests", "testkit", "bench"}
+
+
+def test_nothing_private_of_a_dependency_is_imported() -> None:
+    """A dependency's private modules (``dagster._…``, ``pgserver._…``) change in any release;
+    only what it publishes is used, in the shipped code, the tests and the benchmarks alike."""
+    private = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for top in sorted(OURS)
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for name in _imports(path)
+        if name.split(".")[0] not in OURS
+        and any(part.startswith("_") for part in name.split(".")[1:])
+    ]
+    assert private == []
