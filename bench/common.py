@@ -115,10 +115,12 @@ def dagster_env(
 ) -> dict[str, str]:
     """The environment of a Dagster instance in ``home`` (``instance_yaml``, by default the
     repository's dagster.yaml) whose storage is ``dagster_url`` and whose code uses the
-    application database ``app_url``."""
+    application database ``app_url``; a local environment, so a trial may shorten the windows
+    (JLG_TEST_*)."""
     (home / "dagster.yaml").write_text(instance_yaml or (ROOT / "dagster.yaml").read_text())
     return {
         **os.environ,
+        "JLG_ENVIRONMENT": "local",
         "DAGSTER_HOME": str(home),
         "TMPDIR": str(home),
         "DAGSTER_POSTGRES_URL": instance_storage_url(dagster_url),
@@ -358,11 +360,16 @@ RUNNING = 50
 """Generations running right now in a :func:`populate`d table."""
 
 
-def populate(engine: Engine, rows: int, due: int) -> None:
-    """History dominated by COMPLETED sessions, 10% never scheduled, 5% scheduled in the
-    future, 1% soft-deleted; 50 generations running right now (fresh IN_PROGRESS, claimed in
-    the last minutes); and ``due`` overdue, claimable ones (SCHEDULED, FAILED or stale
-    IN_PROGRESS) spread over the last 30 days."""
+def populate(
+    engine: Engine, rows: int, due: int, *, armed: int | None = None, running: int = RUNNING
+) -> None:
+    """History dominated by COMPLETED sessions, 10% never scheduled, 1% soft-deleted, and
+    ``armed`` sessions scheduled in the future (5% of the rows unless given); ``running``
+    generations running right now (fresh IN_PROGRESS, claimed in the last minutes); and
+    ``due`` overdue, claimable ones (SCHEDULED, FAILED or stale IN_PROGRESS) spread over the
+    last 30 days."""
+    history = rows - due - running
+    every = 20 if armed is None else max(history // armed, 1) if armed else history + 1
     with engine.begin() as conn:
         conn.execute(
             text(
@@ -370,10 +377,10 @@ def populate(engine: Engine, rows: int, due: int) -> None:
                 INSERT INTO hdb_program_session
                     (program_id, link_generation_at, link_generation_status, updated_at, deleted_at)
                 SELECT g % 500,
-                       CASE WHEN g % 20 = 0 THEN now() + make_interval(mins => 60 + g % 50000)
+                       CASE WHEN g % :every = 0 THEN now() + make_interval(mins => 60 + g % 50000)
                             WHEN g % 10 = 1 THEN NULL
                             ELSE now() - make_interval(mins => 60 + g % 500000) END,
-                       CASE WHEN g % 20 = 0 THEN 'SCHEDULED'
+                       CASE WHEN g % :every = 0 THEN 'SCHEDULED'
                             WHEN g % 10 = 1 THEN 'NOT_SCHEDULED'
                             ELSE 'COMPLETED' END,
                        now() - make_interval(mins => g % 500000),
@@ -381,7 +388,7 @@ def populate(engine: Engine, rows: int, due: int) -> None:
                 FROM generate_series(1, :rows) AS g
                 """
             ),
-            {"rows": rows - due - RUNNING},
+            {"rows": history, "every": every},
         )
         conn.execute(
             text(
@@ -393,7 +400,7 @@ def populate(engine: Engine, rows: int, due: int) -> None:
                 FROM generate_series(1, :running) AS g
                 """
             ),
-            {"running": RUNNING},
+            {"running": running},
         )
         conn.execute(
             text(

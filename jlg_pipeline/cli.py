@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from jlg_pipeline.local.stack import run_dev
 
             return run_dev(REPOSITORY_ROOT, online_session=args.online_session)
-        settings = Settings.from_env()
+        settings = Settings.from_env(_environment(args))
         if args.command == "token":
             if not settings.jwt_secret and not settings.jwt_public_key:
                 # Under `jlg dev` the secret is this checkout's; nothing to export by hand.
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
             return 0
-        url = args.database_url or settings.database_url
+        url = settings.database_url
         if args.command == "schedules":
             marked = bootstrap.resync_schedules(settings.model_copy(update={"database_url": url}))
             print(
@@ -117,6 +118,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jlg: cannot reach the database: {exc.orig}", file=sys.stderr)
         return 2
     return 0
+
+
+def _environment(args: argparse.Namespace) -> dict[str, str]:
+    """The process environment, with ``--database-url`` as JLG_DATABASE_URL; ``jlg token``
+    (local use only: it mints what an IdP would) runs as local unless told otherwise."""
+    environ = dict(os.environ)
+    if args.database_url:
+        environ["JLG_DATABASE_URL"] = args.database_url
+    if args.command == "token":
+        environ.setdefault("JLG_ENVIRONMENT", "local")
+    return environ
 
 
 if __name__ == "__main__":

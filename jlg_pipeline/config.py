@@ -4,11 +4,12 @@
 
 import os
 from collections.abc import Mapping
+from contextvars import ContextVar
 from enum import StrEnum
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from jlg_pipeline.domain.constants import GENERATION_CONCURRENCY, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
@@ -120,7 +121,19 @@ def timing_windows(env: Mapping[str, str]) -> TimingWindows:
     )
 
 
-_SECRET_FIELDS = {"JLG_JWT_SECRET", "JLG_JWT_PUBLIC_KEY", "JLG_ONLINE_SESSION_TOKEN"}
+_ONLY_GIVEN: ContextVar[bool] = ContextVar("settings_from_a_mapping_only", default=False)
+
+_SECRET_FIELDS = {
+    "JLG_JWT_SECRET",
+    "JLG_JWT_PUBLIC_KEY",
+    "JLG_ONLINE_SESSION_TOKEN",
+    # URLs may carry a password.
+    "JLG_DATABASE_URL",
+    "JLG_DAGSTER_READER_URL",
+    "DAGSTER_POSTGRES_URL",
+    "JLG_ONLINE_SESSION_URL",
+}
+"""Variables whose value is never repeated in an error (nor shown in a repr)."""
 
 
 class Settings(BaseSettings):
@@ -133,14 +146,21 @@ class Settings(BaseSettings):
     )
 
     environment: Environment = Field(Environment.PRODUCTION, validation_alias="JLG_ENVIRONMENT")
-    database_url: str = Field(DEFAULT_DATABASE_URL, validation_alias="JLG_DATABASE_URL")
-    dagster_storage_url: str | None = Field(
-        None, validation_alias="DAGSTER_POSTGRES_URL", repr=False
+    database_url: str = Field(validation_alias="JLG_DATABASE_URL", repr=False)
+    """Required in production; a local environment falls back to DEFAULT_DATABASE_URL."""
+    dagster_reader_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("JLG_DAGSTER_READER_URL", "DAGSTER_POSTGRES_URL"),
+        repr=False,
     )
-    """Dagster's storage (the instance's URL): the admin API reads the orchestrator's health
-    from it for /metrics; unset, those figures are not shown."""
+    """Dagster's storage as the admin API reads the orchestrator's health from it for /metrics
+    (unset: those figures are not shown): JLG_DAGSTER_READER_URL, a SELECT-only role
+    (docs/operations.md "Database roles"), else the instance's own DAGSTER_POSTGRES_URL. Read
+    through a read-only connection either way."""
     registrar: RegistrarKind = Field(RegistrarKind.LOCAL, validation_alias="JLG_REGISTRAR")
-    online_session_url: str | None = Field(None, validation_alias="JLG_ONLINE_SESSION_URL")
+    online_session_url: str | None = Field(
+        None, validation_alias="JLG_ONLINE_SESSION_URL", repr=False
+    )
     online_session_token: str | None = Field(
         None, validation_alias="JLG_ONLINE_SESSION_TOKEN", repr=False
     )
@@ -225,6 +245,7 @@ class Settings(BaseSettings):
         for kind in ("JLG_REGISTRAR", "JLG_ENVIRONMENT"):
             if isinstance(raw.get(kind), str):
                 raw[kind] = raw[kind].strip().lower()
+        _production_means_production(raw)
         if SCHEDULER_FLAG in raw:
             raw[SCHEDULER_FLAG] = Flags.read(raw).scheduler_enabled
         if "scheduler_target" not in raw:
@@ -252,11 +273,27 @@ class Settings(BaseSettings):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
-        """Settings from ``environ`` (the process environment by default)."""
+        """Settings from ``environ`` alone, or the process environment when None."""
+        only_given = _ONLY_GIVEN.set(environ is not None)
         try:
             return cls() if environ is None else cls.model_validate(dict(environ))
         except ValidationError as exc:
             raise ConfigError(_describe(exc)) from None
+        finally:
+            _ONLY_GIVEN.reset(only_given)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # pydantic-settings merges the process environment into values given explicitly;
+        # from_env(mapping) means that mapping, nothing else.
+        return (init_settings,) if _ONLY_GIVEN.get() else (init_settings, env_settings)
 
     def require_jwt_key(self) -> None:
         """The web app cannot authenticate anyone without a key, and in production must not
@@ -273,6 +310,29 @@ class Settings(BaseSettings):
                 "a token the same key signed for another service is taken); "
                 "JLG_ENVIRONMENT=local lets a local stack leave them unset"
             )
+
+
+def _production_means_production(raw: dict[str, Any]) -> None:
+    """In production (the default) the knobs for tests are refused and the database must be
+    named; a local environment may leave it to DEFAULT_DATABASE_URL (a superuser on this
+    machine). Keys may be the variables' names or the fields'."""
+    environment = raw.get("JLG_ENVIRONMENT", raw.get("environment", Environment.PRODUCTION))
+    named = "JLG_DATABASE_URL" in raw or "database_url" in raw
+    if environment != Environment.PRODUCTION:
+        if not named:
+            raw["JLG_DATABASE_URL"] = DEFAULT_DATABASE_URL
+        return
+    for name, field_name in TEST_WINDOW_VARIABLES:
+        if name in raw or f"test_{field_name}" in raw:
+            raise ConfigError(
+                f"{name} is for tests only and is refused in production (a shortened window "
+                "makes a running generation reclaimable); JLG_ENVIRONMENT=local allows it"
+            )
+    if not named:
+        raise ConfigError(
+            "JLG_DATABASE_URL must be set in production (the built-in default is a superuser "
+            "on 127.0.0.1); JLG_ENVIRONMENT=local falls back to it"
+        )
 
 
 def _describe(exc: ValidationError) -> str:

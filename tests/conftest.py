@@ -1,6 +1,7 @@
 """Fixtures shared by every tier. Integration tests ask for ``engine`` or ``db_url``: each
 test gets a fresh database cloned from one migrated template, dropped afterwards."""
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,11 @@ from jlg_pipeline.local.online_session import OnlineSessionService, online_sessi
 from jlg_pipeline.migrate import migrate
 from testkit.fault_proxy import FaultProxy, proxied_database
 from tests.support import postgres
+
+# The tests are not a production: the code location they import and the processes they start
+# may use the knobs for tests (JLG_TEST_*) and the local default database. The production
+# refusals are tested with explicit settings (tests/unit/test_hardening.py).
+os.environ.setdefault("JLG_ENVIRONMENT", "local")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
 from jlg_pipeline import bootstrap
-from jlg_pipeline.adapters.database import REQUEST_BOUNDS
+from jlg_pipeline.adapters.database import REQUEST_BOUNDS, ping
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, storage_engine
 from jlg_pipeline.config import Settings
@@ -37,6 +37,7 @@ from web.metrics import (
     orchestrator_figures,
 )
 from web.openapi import build_openapi
+from web.readiness import Readiness
 
 logger = logging.getLogger(__name__)
 POOL_TIMEOUT_S = 5.0
@@ -81,16 +82,16 @@ def create_app(
         )
         after_response = AfterResponse()
         app.state.engine = engine
-        app.state.database_url = settings.database_url
+        app.state.readiness = Readiness(partial(ping, settings.database_url))
         app.state.sessions = sessions
         app.state.after_response = after_response
         readings: list[Reading[Any]] = [
             Reading("database", partial(read_metrics_snapshot, engine), database_figures)
         ]
         dagster_engine = None
-        if settings.dagster_storage_url:
+        if settings.dagster_reader_url:
             dagster_engine = storage_engine(
-                settings.dagster_storage_url, pool_size=1, max_overflow=0, bounds=REQUEST_BOUNDS
+                settings.dagster_reader_url, pool_size=1, max_overflow=0, bounds=REQUEST_BOUNDS
             )
             readings.append(
                 Reading(

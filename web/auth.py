@@ -1,11 +1,12 @@
 """Bearer JWT authentication (TRD §Security Design, pinned in docs/design.md).
 
-401: no bearer, or a token that is malformed, signed with another key, expired or missing
-``exp``/``sub``/``roles``, whose ``exp`` is not a number or lies further ahead than the
-configured maximum lifetime, or whose ``iss``/``aud`` do not match the configured ones.
+401: no bearer or two Authorization headers, or a token that is malformed, signed with
+another key, expired or missing ``exp``/``sub``/``roles``, whose ``exp`` is not a number or
+lies further ahead than the configured maximum lifetime, or whose ``iss``/``aud`` do not
+match the configured ones.
 403: a valid token whose request may not act as admin — no ``X-Active-Role``, an active
-role the token does not hold, an active role other than admin, or an ``X-User-Id`` that is
-not the token's ``sub``.
+role the token does not hold, an active role other than admin, an ``X-User-Id`` that is
+not the token's ``sub``, or either header sent twice.
 """
 
 import math
@@ -27,6 +28,9 @@ from starlette.responses import Response
 
 from jlg_pipeline.domain.constants import INT_MAX
 from web.envelope import error
+
+IDENTITY_HEADERS = ("X-Active-Role", "X-User-Id")
+"""Headers that say who acts, besides the token: each may appear once."""
 
 ADMIN = "admin"
 _USER_ID = re.compile(r"[1-9][0-9]{0,9}")
@@ -71,6 +75,10 @@ class JwtBackend(AuthenticationBackend):
             raise ValueError("a JWT secret or public key is required")
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
+        # A second copy of a header that says who acts would be read by one layer and
+        # checked by another: refused, never chosen between.
+        if len(conn.headers.getlist("authorization")) > 1:
+            raise AuthenticationError("send one Authorization header")
         header = conn.headers.get("authorization")
         if not header:
             raise AuthenticationError("missing bearer token")
@@ -102,8 +110,11 @@ class JwtBackend(AuthenticationBackend):
 
         active = conn.headers.get("x-active-role")
         claimed_user = conn.headers.get("x-user-id")
+        repeated = [h for h in IDENTITY_HEADERS if len(conn.headers.getlist(h)) > 1]
         refusal = None
-        if claimed_user is not None and claimed_user.strip() != sub:
+        if repeated:
+            refusal = f"send the {repeated[0]} header once"
+        elif claimed_user is not None and claimed_user.strip() != sub:
             refusal = "X-User-Id does not match the token"
         elif not active:
             refusal = "X-Active-Role header is required"

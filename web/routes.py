@@ -5,7 +5,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jlg_pipeline.adapters.database import ping
 from web.auth import actor_id, admin_only
 from web.envelope import success
 from web.limits import read_body
@@ -81,7 +80,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    await run_in_threadpool(ping, request.app.state.database_url)
+    await request.app.state.readiness.ensure()
     return success({"status": "ready", "database": "ok"})
 
 

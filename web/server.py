@@ -4,8 +4,11 @@ the manifests, the local stack, the tests and the benchmarks.
 
 uvicorn's default (httptools) takes headers of any size and keeps a connection that never
 finishes its headers for ever. Here: the h11 parser with the header block (request line
-included) capped at ``HEADER_BYTES``; a deadline for the headers of each request; at most
-``MAX_CONNECTIONS`` open connections; idle keep-alive connections closed after
+included) capped at ``HEADER_BYTES``, every request's, pipelined ones too; a deadline for the
+headers of each request; at most ``MAX_CONNECTIONS`` open connections, and at most
+``MAX_CONNECTIONS_PER_CLIENT`` from one address (so one client's idle sockets cannot take
+them all; behind a proxy every client shares its address, and the proxy caps each client:
+``--max-connections-per-client 0``); idle keep-alive connections closed after
 ``KEEP_ALIVE_S``. Every refusal is the API's error envelope. The header count and the body's
 own deadline are the app's (``web.limits``), so they hold under any server."""
 
@@ -13,6 +16,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import ClassVar
 
 import h11
 import uvicorn
@@ -23,35 +27,44 @@ from web.envelope import error_bytes
 HEADER_BYTES = 16 * 1024
 HEADER_DEADLINE_S = 10.0
 MAX_CONNECTIONS = 512
+MAX_CONNECTIONS_PER_CLIENT = 64
 KEEP_ALIVE_S = 5
 
 
 class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, bounded: a connection past ``MAX_CONNECTIONS`` gets 503, a
-    request line and headers over ``HEADER_BYTES`` 431, headers not complete within
+    """uvicorn's h11 protocol, bounded: a connection past ``MAX_CONNECTIONS`` gets 503 once it
+    sends its request, one past ``per_client`` from the same address 503 at once; a request
+    line and headers over ``HEADER_BYTES`` 431, headers not complete within
     ``HEADER_DEADLINE_S`` 408; then the connection is closed. An answer given before the
     request's body ended (a refusal) closes the connection too, instead of keeping it."""
 
+    per_client: ClassVar[int] = MAX_CONNECTIONS_PER_CLIENT
+    """Connections one address may hold; 0: no cap (behind a proxy that caps each client)."""
     _headers_due: asyncio.TimerHandle | None = None
     _over_limit = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._head = bytearray()
         # Refused once it has sent its request, so the client reads the answer instead of
         # a reset.
         self._over_limit = len(self.connections) > MAX_CONNECTIONS
+        if self._over_client_cap():
+            # At once: an idle socket would otherwise hold its place until the deadline.
+            self._refuse(503, "too many connections from this client; try again shortly")
+            return
         self._await_headers()
 
-    def data_received(self, data: bytes) -> None:
-        if self.conn.their_state is h11.IDLE:
+    def handle_events(self) -> None:
+        """Before h11 parses the next request, whether read now or waiting behind a pipelined
+        one, its header block is held to the bounds."""
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             if self._over_limit:
                 self._refuse(503, "too many connections; try again shortly")
                 return
-            if self._head_too_large(data):
+            if self._head_too_large():
                 self._refuse(431, f"request line and headers larger than {HEADER_BYTES} bytes")
                 return
-        super().data_received(data)
+        super().handle_events()
         if self.conn.their_state is not h11.IDLE:
             self._headers_in()
 
@@ -71,19 +84,26 @@ class BoundedH11Protocol(H11Protocol):
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, "not a valid HTTP/1.1 request")
 
-    def _head_too_large(self, data: bytes) -> bool:
-        """Whether the header block now arriving is over HEADER_BYTES (h11's own cap covers
-        only a block still incomplete when a read ends)."""
-        self._head += data[: HEADER_BYTES + 4 - len(self._head)]
-        end = self._head.find(b"\r\n\r\n")
-        return end > HEADER_BYTES or (end == -1 and len(self._head) > HEADER_BYTES)
+    def _over_client_cap(self) -> bool:
+        if not self.per_client or self.client is None:
+            return False
+        address = self.client[0]
+        held = [c for c in self.connections if _address(c) == address]
+        return len(held) > self.per_client
+
+    def _head_too_large(self) -> bool:
+        """Whether the header block h11 holds unparsed is over HEADER_BYTES (h11's own cap
+        covers only a block still incomplete when a read ends, not one complete behind
+        another request)."""
+        pending = self.conn.trailing_data[0][: HEADER_BYTES + 4]
+        end = pending.find(b"\r\n\r\n")
+        return end > HEADER_BYTES or (end == -1 and len(pending) > HEADER_BYTES)
 
     def _await_headers(self) -> None:
         self._headers_in()
         self._headers_due = self.loop.call_later(HEADER_DEADLINE_S, self._headers_late)
 
     def _headers_in(self) -> None:
-        self._head = bytearray()
         if self._headers_due is not None:
             self._headers_due.cancel()
             self._headers_due = None
@@ -104,6 +124,11 @@ class BoundedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             self.transport.write(head.encode() + body)
             self.transport.close()
+
+
+def _address(connection: object) -> str | None:
+    client = getattr(connection, "client", None)
+    return str(client[0]) if client else None
 
 
 _REASONS = {
@@ -129,13 +154,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="trust X-Forwarded-For/-Proto from the addresses in FORWARDED_ALLOW_IPS",
     )
     parser.add_argument("--no-access-log", action="store_true")
+    parser.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=MAX_CONNECTIONS_PER_CLIENT,
+        help="connections one address may hold (0: no cap, for behind a proxy that caps "
+        "each client, as the kit's ingress does)",
+    )
     args = parser.parse_args(argv)
+    protocol = type(
+        "BoundedH11Protocol",
+        (BoundedH11Protocol,),
+        {"per_client": max(args.max_connections_per_client, 0)},
+    )
     uvicorn.run(
         "web.app:create_app",
         factory=True,
         host=args.host,
         port=args.port,
-        http=BoundedH11Protocol,
+        http=protocol,
         h11_max_incomplete_event_size=HEADER_BYTES,
         timeout_keep_alive=KEEP_ALIVE_S,
         proxy_headers=args.proxy_headers,

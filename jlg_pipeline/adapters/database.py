@@ -112,11 +112,18 @@ def create_engine(
     max_overflow: int = 5,
     pool_timeout_s: float = DEFAULT_POOL_TIMEOUT_S,
     bounds: Bounds = Bounds(),
+    read_only: bool = False,
 ) -> Engine:
     """An engine whose every call is bounded (``bounds``), that checks a pooled connection
     before handing it out (a restarted PostgreSQL costs one failed check, not a pool of dead
     connections). Waiting longer than ``pool_timeout_s`` for a pooled connection is
-    DatabaseUnavailable (a 503)."""
+    DatabaseUnavailable (a 503). ``read_only``: every transaction is read-only, so a write
+    through it fails whatever the role may do (for a database that is not ours)."""
+    options = ["-c timezone=UTC"]
+    if bounds.hold_s is not None:
+        options.append(f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_S * 1000}")
+    if read_only:
+        options.append("-c default_transaction_read_only=on")
     engine = sqlalchemy.create_engine(
         normalize_url(url),
         pool_size=pool_size,
@@ -126,12 +133,7 @@ def create_engine(
             "connect_timeout": bounds.connect_s,
             **TCP_KEEPALIVES,
             "application_name": "jlg-pipeline",
-            "options": "-c timezone=UTC"
-            + (
-                f" -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_S * 1000}"
-                if bounds.hold_s is not None
-                else ""
-            ),
+            "options": " ".join(options),
         },
     )
     breaker = _Breaker()

@@ -72,19 +72,25 @@ class OrchestratorSnapshot:
     """Age of the oldest queued run (0 when none is queued)."""
 
 
+READER_VARIABLE = "JLG_DAGSTER_READER_URL"
+
+
 def storage_engine(url: str, **options: Any) -> Engine:
-    """An engine on Dagster's storage from the instance's URL (``DAGSTER_POSTGRES_URL``,
-    written for dagster-postgres' psycopg2), driven by psycopg 3 as ours are."""
+    """A read-only engine on Dagster's storage (``JLG_DAGSTER_READER_URL``: a SELECT-only
+    role, docs/operations.md "Database roles"; a ``postgresql+psycopg2://`` URL as Dagster's
+    own is taken too), driven by psycopg 3 as ours are. Every transaction on it is read-only
+    (``default_transaction_read_only``), whatever rights the URL's role has: the admin API
+    reads Dagster's storage and never writes it."""
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise ConfigError("DAGSTER_POSTGRES_URL is not a database URL") from None
+        raise ConfigError(f"{READER_VARIABLE} is not a database URL") from None
     if parsed.get_backend_name() != "postgresql":
-        raise ConfigError(
-            f"DAGSTER_POSTGRES_URL must be a PostgreSQL URL, got {parsed.drivername!r}"
-        )
+        raise ConfigError(f"{READER_VARIABLE} must be a PostgreSQL URL, got {parsed.drivername!r}")
     return create_engine(
-        parsed.set(drivername=APP_DRIVER).render_as_string(hide_password=False), **options
+        parsed.set(drivername=APP_DRIVER).render_as_string(hide_password=False),
+        read_only=True,
+        **options,
     )
 
 

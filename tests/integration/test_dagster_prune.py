@@ -113,8 +113,10 @@ def test_a_message_redelivered_after_pruning_generates_nothing_twice(
 
 
 def test_the_retention_comes_from_the_environment() -> None:
-    assert Settings.from_env({}).dagster_retention_days == 30
-    assert Settings.from_env({"JLG_DAGSTER_RETENTION_DAYS": "7"}).dagster_retention_days == 7
+    local = {"JLG_ENVIRONMENT": "local"}
+    assert Settings.from_env(local).dagster_retention_days == 30
+    days = Settings.from_env({**local, "JLG_DAGSTER_RETENTION_DAYS": "7"}).dagster_retention_days
+    assert days == 7
     for bad in ("0", "x", "-3"):
         with pytest.raises(ConfigError, match="JLG_DAGSTER_RETENTION_DAYS"):
-            Settings.from_env({"JLG_DAGSTER_RETENTION_DAYS": bad})
+            Settings.from_env({**local, "JLG_DAGSTER_RETENTION_DAYS": bad})

@@ -60,7 +60,19 @@ def test_408_429_and_5xx_are_retryable(service: OnlineSessionService, status: in
 
 
 @pytest.mark.parametrize(
-    ("header", "seconds"), [("7", 7.0), ("0", 0.0), ("soon", None), ("", None)]
+    ("header", "seconds"),
+    [
+        ("7", 7.0),
+        ("0", 0.0),
+        ("soon", None),
+        ("", None),
+        # str.isdigit takes a superscript two; float() does not: the pause was lost.
+        ("²", None),
+        ("1²", None),
+        ("-5", None),
+        ("3.5", None),
+        ("9" * 5000, 1e15),
+    ],
 )
 def test_retry_after_is_kept(
     service: OnlineSessionService, header: str, seconds: float | None

@@ -3,7 +3,9 @@ header size and count, the request line, slow headers, slow bodies, open connect
 trailing slash is the 404 envelope. Each refusal is the error envelope, and the process
 does not grow with what was sent."""
 
+import asyncio
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -12,13 +14,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from tests.support.factories import create_session
 from tests.support.served import rss_kib, served_app
 from tests.support.web import admin_headers
 from web.limits import BODY_DEADLINE_S, MAX_HEADERS
-from web.server import HEADER_BYTES, HEADER_DEADLINE_S, MAX_CONNECTIONS
+from web.server import (
+    HEADER_BYTES,
+    HEADER_DEADLINE_S,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_CLIENT,
+)
 
 
 @pytest.fixture
@@ -146,12 +153,24 @@ def test_slow_headers_and_a_slow_body_are_408_at_their_deadlines(
     assert b_answer["error"]["code"] == "REQUEST_TIMEOUT"  # type: ignore[index]
 
 
+def _connect(port: int, client: int = 1, timeout: float = 10) -> socket.socket:
+    """A connection from loopback address 127.0.0.<client>: another client to the server."""
+    return socket.create_connection(
+        ("127.0.0.1", port), timeout=timeout, source_address=(f"127.0.0.{client}", 0)
+    )
+
+
 def test_connections_past_the_limit_are_503(served: tuple[str, int, int]) -> None:
     url, port, _ = served
-    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(MAX_CONNECTIONS)]
+    clients = MAX_CONNECTIONS // MAX_CONNECTIONS_PER_CLIENT
+    held = [
+        _connect(port, client)
+        for client in range(1, clients + 1)
+        for _ in range(MAX_CONNECTIONS_PER_CLIENT)
+    ]
     try:
         time.sleep(0.5)
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as extra:
+        with _connect(port, clients + 1) as extra:
             extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             status, answer = _answer(extra)
         assert status == 503
@@ -161,6 +180,91 @@ def test_connections_past_the_limit_are_503(served: tuple[str, int, int]) -> Non
             sock.close()
     time.sleep(0.5)
     assert httpx.get(f"{url}/healthz").status_code == 200, "served again once they closed"
+
+
+def test_one_clients_idle_sockets_do_not_take_everyone_elses_place(
+    served: tuple[str, int, int],
+) -> None:
+    """520 sockets from one address that never send: past its share they are refused at
+    once, and every other client is served meanwhile (before: 503 for everyone until the
+    10 s header deadline)."""
+    _, port, _ = served
+    held = [_connect(port) for _ in range(520)]
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        with _connect(port, client=2) as other:
+            other.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            status, _ = _answer(other)
+        assert status == 200
+        assert time.monotonic() - started < 2
+        refused = 0
+        for sock in held[MAX_CONNECTIONS_PER_CLIENT:]:
+            sock.settimeout(5)
+            status, answer = _answer(sock)
+            assert status == 503
+            assert "from this client" in answer["error"]["message"]  # type: ignore[index]
+            refused += 1
+        assert refused == 520 - MAX_CONNECTIONS_PER_CLIENT
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_large_header_pipelined_behind_a_small_request_is_431(
+    served: tuple[str, int, int],
+) -> None:
+    """Both requests in one write: the first is served; the second's 100 KB header is
+    refused, not parsed and served because it arrived complete behind the first."""
+    _, port, _ = served
+    small = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    large = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"
+    with _connect(port) as sock:
+        sock.sendall(small + large)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    statuses = [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", data)]
+    assert statuses == [200, 431]
+
+
+def test_readyz_opens_one_session_at_a_time(
+    served: tuple[str, int, int], db_url: str, engine: Engine
+) -> None:
+    """400 anonymous /readyz at once: the answers share a check (before: 401 PostgreSQL
+    sessions in 6 s, 17 at once)."""
+    url, _, _ = served
+    database = db_url.rsplit("/", 1)[1].split("?")[0]
+
+    def sessions() -> int:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+            return int(
+                conn.execute(
+                    text("SELECT sessions FROM pg_stat_database WHERE datname = :d"),
+                    {"d": database},
+                ).scalar_one()
+            )
+
+    httpx.get(f"{url}/readyz")
+    time.sleep(1.5)  # PostgreSQL counts a session once its backend reports
+    before = sessions()
+    started = time.monotonic()
+
+    async def burst() -> list[int]:
+        # Within one client's share of the connections (web/server.py).
+        limits = httpx.Limits(max_connections=MAX_CONNECTIONS_PER_CLIENT // 2)
+        async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+            answers = await asyncio.gather(*(client.get("/readyz") for _ in range(400)))
+        return [a.status_code for a in answers]
+
+    statuses = asyncio.run(burst())
+    took = time.monotonic() - started
+    time.sleep(1.5)
+    opened = sessions() - before
+    assert statuses == [200] * 400
+    # One check per second of the burst at most, plus the one under way as it began.
+    assert opened <= took + 2, f"{opened} sessions for 400 calls in {took:.1f} s"
 
 
 @pytest.mark.parametrize("path", ["/healthz/", "/program-session/1/link-generation/"])

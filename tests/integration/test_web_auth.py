@@ -32,7 +32,7 @@ def _valid(**claims: object) -> str:
     return raw_token({"sub": "7", "roles": ["admin"], "exp": NOW + 600, **claims})
 
 
-CASES: list[tuple[str, dict[str, str], int, str]] = [
+CASES: list[tuple[str, dict[str, str] | list[tuple[str, str]], int, str]] = [
     ("no token", {"X-Active-Role": "admin"}, 401, "missing bearer token"),
     (
         "not bearer",
@@ -73,6 +73,30 @@ CASES: list[tuple[str, dict[str, str], int, str]] = [
         "does not hold",
     ),
     ("user header mismatch", {**_bearer(_valid()), "X-User-Id": "8"}, 403, "X-User-Id"),
+    # A header that says who acts, sent twice: one layer would read one copy, another the
+    # other; refused, never chosen between.
+    (
+        "two bearers",
+        [
+            ("Authorization", f"Bearer {_valid(sub='8')}"),
+            ("Authorization", f"Bearer {_valid()}"),
+            ("X-Active-Role", "admin"),
+        ],
+        401,
+        "one Authorization header",
+    ),
+    (
+        "two active roles",
+        [*_bearer(_valid()).items(), ("X-Active-Role", "admin")],
+        403,
+        "X-Active-Role header once",
+    ),
+    (
+        "two user ids",
+        [*_bearer(_valid()).items(), ("X-User-Id", "7"), ("X-User-Id", "7")],
+        403,
+        "X-User-Id header once",
+    ),
 ]
 
 
@@ -90,7 +114,7 @@ def test_refused_with_envelope_and_no_change(
     recorded: tuple[TestClient, RecordingClient],
     method: str,
     name: str,
-    headers: dict[str, str],
+    headers: dict[str, str] | list[tuple[str, str]],
     status: int,
     message: str,
 ) -> None:

@@ -8,7 +8,9 @@ from jlg_pipeline.orchestration import resources
 
 
 def settings_for(db_url: str = "", **environ: str) -> Settings:
-    return Settings.from_env({"JLG_DATABASE_URL": db_url, **environ} if db_url else environ)
+    """The code location's settings in a test: a local environment (JLG_TEST_* allowed)."""
+    given = {"JLG_ENVIRONMENT": "local", **environ}
+    return Settings.from_env({"JLG_DATABASE_URL": db_url, **given} if db_url else given)
 
 
 def database(db_url: str, **environ: str) -> ResourceDefinition:

@@ -1,6 +1,6 @@
 import pytest
 
-from jlg_pipeline.config import RegistrarKind, Settings, parse_flag
+from jlg_pipeline.config import Environment, RegistrarKind, Settings, parse_flag
 from jlg_pipeline.domain.errors import (
     ConfigError,
     DatabaseUnavailable,
@@ -33,17 +33,24 @@ def test_one_place_classifies_retry(error: Exception, retryable: bool) -> None:
     assert is_retryable(error) is retryable
 
 
+DATABASE = {"JLG_DATABASE_URL": "postgresql://jlg@db.internal:5432/jlg"}
+"""What production must name (the rest has defaults)."""
+
+
 def test_settings_defaults() -> None:
-    settings = Settings.from_env({})
+    settings = Settings.from_env(DATABASE)
     assert settings.registrar is RegistrarKind.LOCAL
-    assert settings.database_url.startswith("postgresql+psycopg://")
+    assert settings.environment is Environment.PRODUCTION
+    local = Settings.from_env({"JLG_ENVIRONMENT": "local"})
+    assert local.database_url.startswith("postgresql+psycopg://")
 
 
 def test_http_registrar_needs_url_and_token() -> None:
     with pytest.raises(ConfigError, match="JLG_ONLINE_SESSION_URL"):
-        Settings.from_env({"JLG_REGISTRAR": "http"})
+        Settings.from_env({**DATABASE, "JLG_REGISTRAR": "http"})
     settings = Settings.from_env(
         {
+            **DATABASE,
             "JLG_REGISTRAR": "HTTP",
             "JLG_ONLINE_SESSION_URL": "http://x",
             "JLG_ONLINE_SESSION_TOKEN": "t",
@@ -54,12 +61,14 @@ def test_http_registrar_needs_url_and_token() -> None:
 
 
 def test_burst_settings_default_to_sharing_when_many_wait_and_refuse_nonsense() -> None:
-    settings = Settings.from_env({})
+    settings = Settings.from_env(DATABASE)
     assert settings.run_sharing() == RunSharing(max_sessions_per_run=100, share_above=10)
     assert settings.generation_concurrency == 4
-    one_each = Settings.from_env({"JLG_MAX_SESSIONS_PER_RUN": "1"})
+    one_each = Settings.from_env({**DATABASE, "JLG_MAX_SESSIONS_PER_RUN": "1"})
     assert one_each.run_sharing() == ONE_RUN_EACH
-    always = Settings.from_env({"JLG_SHARE_RUNS_ABOVE": "0", "JLG_GENERATION_CONCURRENCY": "8"})
+    always = Settings.from_env(
+        {**DATABASE, "JLG_SHARE_RUNS_ABOVE": "0", "JLG_GENERATION_CONCURRENCY": "8"}
+    )
     assert always.run_sharing() == RunSharing(100, share_above=0)
     assert always.generation_concurrency == 8
     for name, value in (
@@ -72,12 +81,12 @@ def test_burst_settings_default_to_sharing_when_many_wait_and_refuse_nonsense() 
         ("JLG_GENERATION_CONCURRENCY", "33"),
     ):
         with pytest.raises(ConfigError, match=name):
-            Settings.from_env({name: value})
+            Settings.from_env({**DATABASE, name: value})
 
 
 def test_unknown_registrar_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="JLG_REGISTRAR must be one of"):
-        Settings.from_env({"JLG_REGISTRAR": "zoom"})
+        Settings.from_env({**DATABASE, "JLG_REGISTRAR": "zoom"})
 
 
 @pytest.mark.parametrize(
@@ -95,6 +104,7 @@ def test_bad_flag_names_the_variable() -> None:
 def test_settings_read_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same variables through pydantic-settings' environment source as from a mapping."""
     env = {
+        "JLG_ENVIRONMENT": "local",
         "JLG_DATABASE_URL": "postgresql://u@db:5432/jlg",
         "ENABLE_JOIN_LINK_SCHEDULER": "true",
         "AWS_SCHEDULER_TARGET_QUEUE_ARN": "arn:aws:sqs:eu-west-1:1:q",

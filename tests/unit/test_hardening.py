@@ -2,14 +2,24 @@
 
 import os
 import stat
+import string
 import subprocess
 from pathlib import Path
 
 import jwt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jlg_pipeline import cli
-from jlg_pipeline.config import EXAMPLE_JWT_SECRET, Environment, Settings, timing_windows
+from jlg_pipeline.adapters.database import normalize_url
+from jlg_pipeline.config import (
+    DEFAULT_DATABASE_URL,
+    EXAMPLE_JWT_SECRET,
+    Environment,
+    Settings,
+    timing_windows,
+)
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import stack
 from tests.support import ROOT
@@ -61,16 +71,22 @@ def test_production_refuses_to_start_without_an_issuer_and_an_audience(
     missing: dict[str, str],
 ) -> None:
     """Without them, a token the same IdP key signed for another service would be taken."""
-    settings = Settings(database_url="postgresql://x@127.0.0.1:1/x", jwt_secret=STRONG).model_copy(
-        update=missing
-    )
+    settings = Settings(
+        database_url="postgresql://x@127.0.0.1:1/x",
+        jwt_secret=STRONG,
+        environment=Environment.PRODUCTION,
+    ).model_copy(update=missing)
     with pytest.raises(ConfigError, match="JLG_JWT_ISSUER and JLG_JWT_AUDIENCE"):
         create_app(settings)
     create_app(settings.model_copy(update={"environment": Environment.LOCAL}))
 
 
+DATABASE = {"JLG_DATABASE_URL": "postgresql://jlg:pw@db.internal:5432/jlg"}
+LOCAL = {"JLG_ENVIRONMENT": "local"}
+
+
 def test_the_environment_is_production_unless_said() -> None:
-    assert Settings.from_env({}).environment is Environment.PRODUCTION
+    assert Settings.from_env(DATABASE).environment is Environment.PRODUCTION
     assert Settings.from_env({"JLG_ENVIRONMENT": " Local "}).environment is Environment.LOCAL
     with pytest.raises(
         ConfigError, match=r"JLG_ENVIRONMENT must be one of \['production', 'local'\]"
@@ -84,7 +100,7 @@ def test_test_windows_under_a_second_are_refused(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=f"{name} must be at least 1000 ms"):
         timing_windows({name: value})
     with pytest.raises(ConfigError, match=name):
-        Settings.from_env({name: value})
+        Settings.from_env({**LOCAL, name: value})
 
 
 def test_test_windows_from_a_second_are_accepted() -> None:
@@ -96,12 +112,73 @@ def test_test_windows_from_a_second_are_accepted() -> None:
     ("raw", "ok"), [("300", True), ("0.5", True), ("0", False), ("-1", False), ("nan", False)]
 )
 def test_online_session_timeout_is_a_positive_number(raw: str, ok: bool) -> None:
-    env = {"JLG_ONLINE_SESSION_TIMEOUT_S": raw}
+    env = {**DATABASE, "JLG_ONLINE_SESSION_TIMEOUT_S": raw}
     if ok:
         assert Settings.from_env(env).online_session_timeout_s == float(raw)
     else:
         with pytest.raises(ConfigError, match="JLG_ONLINE_SESSION_TIMEOUT_S"):
             Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    "name", ["JLG_TEST_GRACE_MS", "JLG_TEST_STALE_MS", "JLG_TEST_WATCHDOG_GRACE_MS"]
+)
+def test_production_refuses_the_knobs_for_tests_by_name(name: str) -> None:
+    """A stale window of a second makes every running generation reclaimable."""
+    with pytest.raises(ConfigError, match=f"{name} is for tests only"):
+        Settings.from_env({**DATABASE, name: "1000"})
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_env({**DATABASE, "JLG_ENVIRONMENT": "Production", name: "60000"})
+    assert Settings.from_env({**DATABASE, **LOCAL, name: "1000"}).environment is Environment.LOCAL
+
+
+def test_production_needs_its_database_named() -> None:
+    """The built-in URL is a superuser on this machine: never a production's choice."""
+    with pytest.raises(ConfigError, match="JLG_DATABASE_URL must be set in production"):
+        Settings.from_env({})
+    with pytest.raises(ConfigError, match="JLG_DATABASE_URL must be set in production"):
+        Settings.from_env({"JLG_DATABASE_URL": "   "})
+    assert Settings.from_env(LOCAL).database_url == DEFAULT_DATABASE_URL
+    assert Settings.from_env(DATABASE).database_url == DATABASE["JLG_DATABASE_URL"]
+
+
+def test_jlg_token_stays_a_local_tool_and_migrate_takes_its_url_from_the_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("JLG_ENVIRONMENT", "JLG_DATABASE_URL", "JLG_JWT_SECRET", "JLG_JWT_PUBLIC_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("JLG_JWT_SECRET", STRONG)
+    assert cli.main(["token"]) == 0
+    assert capsys.readouterr().out.count(".") == 2, "a JWT"
+    assert cli.main(["migrate", "--plan"]) == 2
+    assert "JLG_DATABASE_URL must be set in production" in capsys.readouterr().err
+
+
+SECRETS = st.text(alphabet=string.ascii_letters + string.digits, min_size=12, max_size=40)
+
+
+@given(password=SECRETS, token=SECRETS, key=SECRETS)
+def test_no_secret_shows_in_a_repr_or_an_error(password: str, token: str, key: str) -> None:
+    env = {
+        "JLG_DATABASE_URL": f"postgresql://jlg:{password}@db.internal:5432/jlg",
+        "JLG_DAGSTER_READER_URL": f"postgresql://reader:{password}@dagster-db/dagster",
+        "JLG_REGISTRAR": "http",
+        "JLG_ONLINE_SESSION_URL": f"https://svc:{password}@online.internal",
+        "JLG_ONLINE_SESSION_TOKEN": token,
+        "JLG_JWT_SECRET": key + STRONG,
+    }
+    settings = Settings.from_env(env)
+    for shown in (repr(settings), str(settings)):
+        assert password not in shown
+        assert token not in shown
+        assert key not in shown
+    for name in ("JLG_DATABASE_URL", "JLG_DAGSTER_READER_URL", "JLG_ONLINE_SESSION_URL"):
+        with pytest.raises(ConfigError) as refused:
+            Settings.from_env({**env, name: ["not", "a", "string", password]})  # type: ignore[dict-item]
+        assert password not in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        normalize_url(f"mysql://jlg:{password}@db/jlg")
+    assert password not in str(refused.value)
 
 
 def _mode(path: Path) -> int:
@@ -142,10 +219,10 @@ def test_an_open_data_folder_left_by_an_older_version_is_tightened(tmp_path: Pat
 )
 def test_sqs_wait_is_within_what_sqs_allows(raw: str, ok: bool) -> None:
     if ok:
-        assert Settings.from_env({"JLG_SQS_WAIT_S": raw}).sqs_wait_s == int(raw)
+        assert Settings.from_env({**DATABASE, "JLG_SQS_WAIT_S": raw}).sqs_wait_s == int(raw)
     else:
         with pytest.raises(ConfigError, match="JLG_SQS_WAIT_S"):
-            Settings.from_env({"JLG_SQS_WAIT_S": raw})
+            Settings.from_env({**DATABASE, "JLG_SQS_WAIT_S": raw})
 
 
 def test_dev_env_is_private_and_sourceable(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_the_instance_url_is_driven_by_psycopg_3() -> None:
     engine = storage_engine("postgresql+psycopg2://dagster:pw@db.internal:5432/dagster")
     assert engine.url.drivername == "postgresql+psycopg"
     assert engine.url.host == "db.internal"
-    with pytest.raises(ConfigError, match="DAGSTER_POSTGRES_URL"):
+    with pytest.raises(ConfigError, match="JLG_DAGSTER_READER_URL"):
         storage_engine("mysql://dagster@db/dagster")
     with pytest.raises(ConfigError, match="not a database URL"):
         storage_engine("::")

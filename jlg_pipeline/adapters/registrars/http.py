@@ -251,13 +251,19 @@ def error_code(content: bytes, token: str) -> str | None:
     return None
 
 
+_DELTA_SECONDS = re.compile(r"[0-9]{1,15}")
+"""RFC 9110's delta-seconds: ASCII digits only (``str.isdigit`` takes ``²`` and ``٣``); a longer
+run is a wait past any budget, and Python refuses to parse thousands of digits."""
+
+
 def retry_after(headers: httpx.Headers) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
+    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None for anything else:
+    what the service sent is ignored rather than trusted."""
     raw = headers.get("retry-after", "").strip()
     if not raw:
         return None
-    if raw.isdigit():
-        return float(raw)
+    if raw.isascii() and raw.isdigit():
+        return float(int(raw)) if _DELTA_SECONDS.fullmatch(raw) else float(10**15)
     try:
         when = parsedate_to_datetime(raw)
     except (TypeError, ValueError):
