@@ -90,22 +90,29 @@ def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
         for sid in ids:
             force_state(engine, sid, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(0))
         before = run_worker_pids(stack.daemon_group)
-        for sid in ids:
-            stack.send(build_message(sid, 42))
+        stack.send_together([build_message(sid, 42) for sid in ids])
 
+        def generated() -> set[int]:
+            repository = ProgramSessionRepository(engine)
+            return {
+                sid
+                for sid in ids
+                if (attempts := repository.attempts(sid))
+                and attempts[0].outcome.value == "COMPLETED"
+            }
+
+        # Mid-way: some generated, another in bulkRegister.
         deadline = time.monotonic() + 90
-        while online.calls < 3 and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            done = generated()
+            if done and online.calls > len(done):
+                break
             time.sleep(0.02)
         workers = run_worker_pids(stack.daemon_group) - before
         assert workers, f"no run worker\n{stack.log_tail()}"
         for worker in workers:
             os.kill(worker, signal.SIGKILL)
-        done_before = {
-            sid
-            for sid in ids
-            if ProgramSessionRepository(engine).attempts(sid)
-            and ProgramSessionRepository(engine).attempts(sid)[0].outcome.value == "COMPLETED"
-        }
+        done_before = generated()
         assert 0 < len(done_before) < len(ids), "killed mid-way"
         deadline = time.monotonic() + 30
         while stack.queue_depth() and time.monotonic() < deadline:

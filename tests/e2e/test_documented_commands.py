@@ -20,6 +20,9 @@ from tests.support.factories import create_session, session_row
 pytestmark = pytest.mark.timeout(300)
 
 DOCS = ("README.md", "docs/operations.md")
+ELSEWHERE = ("$HOST_DATABASE_URL", "$DAGSTER_DATABASE_URL", "--adopt")
+"""Commands for a host application's database (adopting it, its roles), which the local stack
+is not: tests/integration/test_guest_database.py and test_database_roles.py run them there."""
 FENCE = re.compile(r"^\s*```[a-z]*\n(.*?)^\s*```", re.MULTILINE | re.DOTALL)
 
 
@@ -31,7 +34,9 @@ def documented_commands() -> list[str]:
             joined = re.sub(r"\\\n\s*", " ", block)
             for line in joined.splitlines():
                 line = re.sub(r"\s+#.*$", "", line.strip())
-                if line.startswith((".venv/bin/dagster", ".venv/bin/jlg", "curl ", "psql ")):
+                if line.startswith(
+                    (".venv/bin/dagster", ".venv/bin/jlg", "curl ", "psql ")
+                ) and not any(marker in line for marker in ELSEWHERE):
                     commands.append(line)
     return commands
 

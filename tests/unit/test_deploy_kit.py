@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from jlg_pipeline.adapters.database import INSTANCE_STORAGE_PARAMS, instance_storage_url
 from jlg_pipeline.config import Environment, Settings
 from tests.support import ROOT
-from web.server import command
+from web.server import MAX_CONNECTIONS_PER_CLIENT, command
 
 DEPLOY = ROOT / "deploy"
 INSTANCES = ["dagster.yaml", "deploy/dagster-k8s.yaml", "deploy/dagster-ecs.yaml"]
@@ -132,6 +132,7 @@ def test_the_distributed_instances_keep_the_local_queue_and_bounds() -> None:
 
 API_SECRETS = "jlg-api-secrets"
 PIPELINE_SECRETS = "jlg-pipeline-secrets"
+MIGRATE_SECRETS = "jlg-migrate-secrets"
 """The admin API's Secret (the JWT secret with the database URL) and the code location's, its
 runs' and the migrations' (the online-session token with the database URL)."""
 
@@ -357,15 +358,37 @@ def _secret_block(name: str) -> str:
     return text[start : text.index("```", start)]
 
 
+def _keys(block: str) -> dict[str, str]:
+    """Each key of a documented Secret, with its value."""
+    return dict(re.findall(r"--from-literal=(\w+)=(\S+)", block))
+
+
 def test_each_process_gets_only_the_secrets_it_uses() -> None:
     """The code location and its runs never hold the JWT secret (the Dagster UI runs code
-    there); the admin API never holds the online-session token."""
-    pipeline, api = _secret_block(PIPELINE_SECRETS), _secret_block(API_SECRETS)
-    assert "JLG_ONLINE_SESSION_TOKEN" in pipeline
-    assert "JLG_DATABASE_URL" in pipeline
-    assert "JLG_JWT_SECRET" not in pipeline
-    assert "JLG_JWT_SECRET" in api
-    assert "JLG_ONLINE_SESSION_TOKEN" not in api
+    there) nor a role that may change the schema; the admin API never holds the
+    online-session token nor a role that may write Dagster's storage; the migrations hold their
+    own role only (docs/operations.md, "Database roles")."""
+    pipeline = _keys(_secret_block(PIPELINE_SECRETS))
+    api = _keys(_secret_block(API_SECRETS))
+    migrate = _keys(_secret_block(MIGRATE_SECRETS))
+    assert set(pipeline) == {"JLG_DATABASE_URL", "JLG_ONLINE_SESSION_TOKEN"}
+    assert set(api) == {"JLG_DATABASE_URL", "JLG_JWT_SECRET", "JLG_DAGSTER_READER_URL"}
+    assert set(migrate) == {"JLG_DATABASE_URL"}
+    for given, role in (
+        (pipeline["JLG_DATABASE_URL"], "jlg_app"),
+        (api["JLG_DATABASE_URL"], "jlg_app"),
+        (api["JLG_DAGSTER_READER_URL"], "jlg_dagster_reader"),
+        (migrate["JLG_DATABASE_URL"], "jlg_migrator"),
+    ):
+        assert make_url(given.strip("'\"")).username == role, given
+    manifests = {m["kind"]: m for _, m in _manifests()}
+    [migration] = _containers(manifests["Job"])
+    assert "envFrom" not in migration
+    [variable] = migration["env"]
+    assert variable["valueFrom"]["secretKeyRef"] == {
+        "name": MIGRATE_SECRETS,
+        "key": "JLG_DATABASE_URL",
+    }
     values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
     [code] = values["dagster-user-deployments"]["deployments"]
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
@@ -376,6 +399,24 @@ def test_each_process_gets_only_the_secrets_it_uses() -> None:
     every_reference = yaml.safe_dump(values) + (DEPLOY / "dagster-k8s.yaml").read_text()
     assert "jlg-secrets" not in every_reference
     assert API_SECRETS not in every_reference
+    assert MIGRATE_SECRETS not in every_reference
+
+
+def test_one_client_cannot_take_every_connection_of_the_admin_api() -> None:
+    """Behind the Ingress every connection comes from the controller, so the API's own
+    per-address cap is off there and the Ingress caps each client instead."""
+    manifests = {m["kind"]: m for _, m in _manifests()}
+    [api] = _containers(manifests["Deployment"])
+    command = api["command"]
+    assert "--proxy-headers" in command
+    assert command[command.index("--max-connections-per-client") + 1] == "0"
+    ingress = manifests["Ingress"]
+    limit = int(ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/limit-connections"])
+    assert 0 < limit <= MAX_CONNECTIONS_PER_CLIENT
+    [rule] = ingress["spec"]["rules"]
+    [path] = rule["http"]["paths"]
+    assert path["backend"]["service"]["name"] == manifests["Service"]["metadata"]["name"]
+    assert ingress["spec"]["tls"], "admins reach it over TLS only"
 
 
 HARDENED_POD = {"runAsNonRoot": True, "runAsUser": 10001}
