@@ -222,7 +222,13 @@ def start_daemon(children: Children, env: dict[str, str], log: Path) -> int:
 def reset_due_sessions(engine: Engine, count: int) -> None:
     """Only ``count`` sessions, ids 1..count, all SCHEDULED and due a minute ago."""
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE hdb_program_session RESTART IDENTITY CASCADE"))
+        # Our tables name sessions by id with no foreign key to cascade from (a guest's).
+        conn.execute(
+            text(
+                "TRUNCATE hdb_program_session, jlg_generation_attempt,"
+                " jlg_link_generation_change, jlg_schedule_outbox RESTART IDENTITY CASCADE"
+            )
+        )
         conn.execute(
             text(
                 "INSERT INTO hdb_program_session"
