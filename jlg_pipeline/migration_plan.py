@@ -133,8 +133,32 @@ def _effect(sql: str, table: str) -> Effect:
     )
 
 
+def _top_level_comma(clause: str) -> bool:
+    """Whether ``clause`` holds a comma outside parentheses and quotes: several changes in one
+    ALTER TABLE, each of which would have to be judged."""
+    depth, quote = 0, ""
+    for char in clause:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+        elif char == "," and depth == 0:
+            return True
+    return False
+
+
 def _alteration(table: str, clause: str) -> Effect:
     clause = clause.rstrip("; ")
+    if _top_level_comma(clause):
+        return Effect(
+            table,
+            "several changes in one ALTER TABLE",
+            Lock.UNKNOWN,
+            "write each change as its own statement, so each is judged",
+            False,
+        )
     if re.match(r"^ADD\s+(COLUMN\s+)", clause, re.I):
         not_null = re.search(r"\bNOT\s+NULL\b", clause, re.I)
         if not_null and not re.search(r"\bDEFAULT\b", clause, re.I):

@@ -16,10 +16,10 @@ from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.cli import main
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.domain.status import HELD_STATUSES, LinkGenerationStatus
+from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.migrate import alembic_config, migrate, upgrade_statements
 from jlg_pipeline.migration_plan import HOST_TABLE_REVISION, HOST_TABLES, refusals
-from tests.integration.test_metric_counts import full_count
+from tests.integration.test_metric_counts import full_count, held_full_count
 from tests.support import earlier_schema
 from tests.support.factories import create_session, force_state
 from tests.support.host_database import (
@@ -109,7 +109,7 @@ def test_the_earlier_revisions_leave_nothing_behind_and_every_figure_stays_right
         expected.lag_count,
     )
     snapshot = read_metrics_snapshot(host.engine)
-    assert snapshot.by_status == held(host.engine)
+    assert snapshot.by_status == held_full_count(host.engine)
     assert snapshot.attempts == {("event", "COMPLETED"): 1, ("event", "FAILED"): 1}
     assert snapshot.open_attempts == {"event": 2}
     assert snapshot.by_status == {"SCHEDULED": 2, "IN_PROGRESS": 2, "FAILED": 1}
@@ -128,17 +128,6 @@ def history(engine: Engine) -> None:
             repository.mark_completed(claim, "job-1", 3)
         elif sid == ids[1]:
             repository.mark_failed(claim, "boom", retry_in_s=30)
-
-
-def held(engine: Engine) -> dict[str, int]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT link_generation_status, count(*) FROM hdb_program_session"
-                " WHERE deleted_at IS NULL GROUP BY 1"
-            )
-        ).all()
-    return {status: n for status, n in rows if status in {s.value for s in HELD_STATUSES}}
 
 
 def test_adopt_plan_shows_each_host_statement_with_its_lock_and_applies_nothing(

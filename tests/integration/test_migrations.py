@@ -16,6 +16,7 @@ from jlg_pipeline.adapters.tables import metadata, online_session, program_sessi
 from jlg_pipeline.cli import main
 from jlg_pipeline.migrate import alembic_config, migrate
 from tests.support import postgres
+from tests.support.host_database import HOST_TABLES_DDL
 
 
 @pytest.fixture
@@ -101,31 +102,9 @@ def test_status_check_and_online_uniqueness_hold(empty_db: str, empty_engine: En
         )
 
 
-BROWNFIELD_DDL = """
-CREATE TABLE hdb_program_session (
-    id bigserial PRIMARY KEY,
-    program_id bigint NOT NULL,
-    title text,
-    hdb_online_session bigint,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now(),
-    updated_by int,
-    deleted_at timestamptz
-);
-CREATE TABLE hdb_online_session (
-    id bigserial PRIMARY KEY,
-    program_id bigint NOT NULL,
-    program_session_id bigint NOT NULL,
-    template varchar(100) NOT NULL,
-    CONSTRAINT uq_online_session_program_id_template UNIQUE (program_id, template)
-);
-INSERT INTO hdb_program_session (program_id, title) VALUES (1, 'existing'), (1, 'other');
-"""
-
-
 def test_brownfield_adopts_only_the_additive_revision(empty_db: str, empty_engine: Engine) -> None:
     with empty_engine.begin() as conn:
-        for statement in BROWNFIELD_DDL.strip().split(";\n"):
+        for statement in HOST_TABLES_DDL.strip().split(";\n"):
             conn.execute(text(statement))
     assert main(["--database-url", empty_db, "migrate", "--adopt"]) == 0
     assert "jlg_local_registration" not in _tables(empty_engine), "host-table revision was skipped"
