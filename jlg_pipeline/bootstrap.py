@@ -16,7 +16,7 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.sqs_queue import SqsQueue, sqs_client
 from jlg_pipeline.config import RegistrarKind, Settings
-from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.services.program_session import ProgramSessionService
@@ -84,13 +84,15 @@ def build_registrar(
     database) or bulkRegister over HTTP, whose client is closed when the block ends."""
     if kind is RegistrarKind.HTTP:
         # Imported here: a deployment on the embedded registrar never loads httpx.
-        from jlg_pipeline.adapters.registrars.http import DEFAULT_TIMEOUT_S, HttpRegistrar
+        from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 
         if not (url and token):
             raise ConfigError(
                 "JLG_REGISTRAR=http needs JLG_ONLINE_SESSION_URL and JLG_ONLINE_SESSION_TOKEN"
             )
-        with HttpRegistrar(url, token, timeout_s=timeout_s or DEFAULT_TIMEOUT_S) as registrar:
+        with HttpRegistrar(
+            url, token, timeout_s=timeout_s or ONLINE_SESSION_TIMEOUT_S
+        ) as registrar:
             yield registrar
         return
     from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar

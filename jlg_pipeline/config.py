@@ -11,7 +11,11 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from jlg_pipeline.domain.constants import GENERATION_CONCURRENCY, TimingWindows
+from jlg_pipeline.domain.constants import (
+    GENERATION_CONCURRENCY,
+    ONLINE_SESSION_TIMEOUT_S,
+    TimingWindows,
+)
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.run_sharing import (
@@ -27,7 +31,6 @@ MIN_JWT_SECRET_DISTINCT_CHARS = 10
 # The placeholder in .env.example: anyone who has read the repository knows it.
 EXAMPLE_JWT_SECRET = "change-me-to-a-long-random-secret-of-32-bytes-or-more"  # noqa: S105
 DEFAULT_JWT_MAX_TTL_S = 86_400
-DEFAULT_ONLINE_SESSION_TIMEOUT_S = 300.0
 MIN_TEST_WINDOW_MS = 1000
 MAX_GENERATION_CONCURRENCY = 32
 
@@ -165,7 +168,7 @@ class Settings(BaseSettings):
         None, validation_alias="JLG_ONLINE_SESSION_TOKEN", repr=False
     )
     online_session_timeout_s: float = Field(
-        DEFAULT_ONLINE_SESSION_TIMEOUT_S,
+        ONLINE_SESSION_TIMEOUT_S,
         validation_alias="JLG_ONLINE_SESSION_TIMEOUT_S",
         gt=0,
         allow_inf_nan=False,
@@ -259,12 +262,21 @@ class Settings(BaseSettings):
         return raw
 
     @model_validator(mode="after")
-    def _http_needs_url_and_token(self) -> "Settings":
-        if self.registrar is RegistrarKind.HTTP and not (
-            self.online_session_url and self.online_session_token
-        ):
+    def _http_needs_url_token_and_a_short_bound(self) -> "Settings":
+        if self.registrar is not RegistrarKind.HTTP:
+            return self
+        if not (self.online_session_url and self.online_session_token):
             raise ConfigError(
                 "JLG_REGISTRAR=http needs JLG_ONLINE_SESSION_URL and JLG_ONLINE_SESSION_TOKEN"
+            )
+        half_stale_s = self.windows.stale_ms / 2000
+        if self.online_session_timeout_s >= half_stale_s:
+            # A call is abandoned at its bound and asked again under the same key; one that
+            # could outlast half the stale window would be asked again after its claim is
+            # taken over.
+            raise ConfigError(
+                f"JLG_ONLINE_SESSION_TIMEOUT_S must be under half the stale window "
+                f"({half_stale_s:g} s), got {self.online_session_timeout_s:g}"
             )
         return self
 

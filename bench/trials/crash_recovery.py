@@ -41,7 +41,7 @@ from bench.common import (
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 
-STALE_MS = 3000
+STALE_MS = 10_000
 
 
 def _row(engine: Engine, sid: int) -> dict[str, Any]:
@@ -131,6 +131,8 @@ def main() -> None:
             JLG_ONLINE_SESSION_TOKEN="bench-token",  # noqa: S106 - the fake service's
             JLG_TEST_STALE_MS=str(STALE_MS),
             JLG_TEST_GRACE_MS="1000",
+            # Under half the stale window, as production's 30 s is under its 15 minutes.
+            JLG_ONLINE_SESSION_TIMEOUT_S=str(STALE_MS / 2500),
         )
         rows: list[tuple[str, ...]] = []
         targets = Targets()

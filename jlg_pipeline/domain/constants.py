@@ -44,6 +44,11 @@ GENERATION_CONCURRENCY = 4
 (``JLG_GENERATION_CONCURRENCY``): the bulkRegister calls one run opens at once (the TRD
 bounds bulk-job fan-out)."""
 
+ONLINE_SESSION_TIMEOUT_S = 30.0
+"""The default bound on one bulkRegister call (``JLG_ONLINE_SESSION_TIMEOUT_S``): the call only
+dispatches a job and answers ``{jobId, total}``, and one abandoned at its bound is asked again
+under the cycle's ``Idempotency-Key``, so a hung service costs seconds, not minutes."""
+
 DEFAULT_REGISTRAR_BATCH_SIZE = 500
 MAX_REGISTRAR_BATCH_SIZE = 10_000
 MAX_LAST_ERROR_CHARS = 2_000

@@ -22,7 +22,8 @@ its process alive or not (the default launcher cannot tell a dead worker)."""
 
 SYNC_MAX_RUNTIME_S = 15 * 60
 GENERATION_MAX_RUNTIME_S = 60 * 60
-"""One session: six bulkRegister calls of at most 300 s each, with their backoff."""
+"""One session: a bulkRegister call of at most 30 s, the completion write's retries for up to
+half the stale window (15 minutes), and slack for a slow start."""
 LONG_MAX_RUNTIME_S = 3 * 60 * 60
 """Sweeps, backfills, shared runs and pruning (docs/design.md: at most 3 hours)."""
 

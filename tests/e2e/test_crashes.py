@@ -83,8 +83,10 @@ def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
             JLG_REGISTRAR="http",
             JLG_ONLINE_SESSION_URL=online.url,
             JLG_ONLINE_SESSION_TOKEN="e2e-token",
-            JLG_TEST_WATCHDOG_GRACE_MS="5000",
+            # Long enough that the SQS sensor, not the watchdog, launches the burst's run.
+            JLG_TEST_WATCHDOG_GRACE_MS="15000",
             JLG_TEST_STALE_MS="6000",
+            JLG_ONLINE_SESSION_TIMEOUT_S="2.5",
         )
         ids = [create_session(engine, program_id=502) for _ in range(8)]
         for sid in ids:
@@ -132,7 +134,8 @@ def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
         event_runs = {
             a.run_id for sid in ids for a in repository.attempts(sid) if a.trigger == "event"
         }
-        assert len(event_runs) == 1, "the burst shared one run"
+        triggers = {sid: [a.trigger for a in repository.attempts(sid)] for sid in ids}
+        assert len(event_runs) == 1, f"the burst shared one run: {triggers}"
         for sid in set(ids) - done_before:
             [completed] = [a for a in repository.attempts(sid) if a.outcome.value == "COMPLETED"]
             assert completed.trigger == "watchdog"

@@ -153,8 +153,10 @@ def test_killed_run_is_reclaimed_after_the_stale_window(
         JLG_REGISTRAR="http",
         JLG_ONLINE_SESSION_URL=online_session.url,
         JLG_ONLINE_SESSION_TOKEN="e2e-token",
-        JLG_TEST_STALE_MS="3000",
+        JLG_TEST_STALE_MS="8000",
         JLG_TEST_GRACE_MS="1000",
+        # A call's bound stays under half the stale window (docs/design.md, bulkRegister).
+        JLG_ONLINE_SESSION_TIMEOUT_S="3",
     )
     sid = _session(engine)
     assert stack.patch(sid, datetime.now(UTC) + timedelta(seconds=2)).status_code == 200
@@ -165,7 +167,7 @@ def test_killed_run_is_reclaimed_after_the_stale_window(
     time.sleep(1)
     stuck = stack.wait_for(sid, "IN_PROGRESS", timeout=5)
     assert stuck["link_generation_attempt"] == 1
-    time.sleep(3.5)  # past the (shortened) stale window
+    time.sleep(8.5)  # past the (shortened) stale window
 
     stack.launch_sweep()
 

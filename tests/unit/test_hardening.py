@@ -181,6 +181,29 @@ def test_no_secret_shows_in_a_repr_or_an_error(password: str, token: str, key: s
     assert password not in str(refused.value)
 
 
+HTTP = {
+    **DATABASE,
+    "JLG_REGISTRAR": "http",
+    "JLG_ONLINE_SESSION_URL": "http://online-session.internal",
+    "JLG_ONLINE_SESSION_TOKEN": "svc-token",
+}
+
+
+def test_a_bulk_register_call_is_bounded_under_half_the_stale_window() -> None:
+    """The call only dispatches a job, and one abandoned at its bound is asked again under
+    the cycle's key: 30 s by default (it was 300 s), never as long as half the stale window."""
+    assert Settings.from_env(HTTP).online_session_timeout_s == 30.0
+    assert Settings.from_env({**HTTP, "JLG_ONLINE_SESSION_TIMEOUT_S": "899.5"})
+    with pytest.raises(ConfigError, match=r"under half the stale window \(900 s\), got 900"):
+        Settings.from_env({**HTTP, "JLG_ONLINE_SESSION_TIMEOUT_S": "900"})
+    short = {**HTTP, **LOCAL, "JLG_TEST_STALE_MS": "6000"}
+    with pytest.raises(ConfigError, match="JLG_ONLINE_SESSION_TIMEOUT_S must be under"):
+        Settings.from_env(short)
+    assert Settings.from_env({**short, "JLG_ONLINE_SESSION_TIMEOUT_S": "2.9"})
+    # The embedded registrar calls no service: the bound is not its business.
+    assert Settings.from_env({**LOCAL, "JLG_TEST_STALE_MS": "1000"}).online_session_timeout_s
+
+
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
 
@@ -34,7 +35,6 @@ for _library in ("httpx", "httpcore"):
 
 BULK_REGISTER_PATH = "/online-session/bulk-register"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-DEFAULT_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 64 * 1024
 RETRYABLE_STATUSES = frozenset({408, 429})
@@ -112,7 +112,7 @@ class HttpRegistrar:
         base_url: str,
         token: str,
         *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float = ONLINE_SESSION_TIMEOUT_S,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
