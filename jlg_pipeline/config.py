@@ -24,6 +24,7 @@ from jlg_pipeline.domain.run_sharing import (
     MAX_SESSIONS_PER_RUN,
     RunSharing,
 )
+from jlg_pipeline.domain.service_view import Budget
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jlg"
 MIN_JWT_SECRET_BYTES = 32
@@ -173,6 +174,14 @@ class Settings(BaseSettings):
         gt=0,
         allow_inf_nan=False,
     )
+    online_session_rate: float | None = Field(
+        None, validation_alias="JLG_ONLINE_SESSION_RATE", gt=0, le=10_000, allow_inf_nan=False
+    )
+    """bulkRegister calls a second across every run and process (None: no budget)."""
+    online_session_burst: float | None = Field(
+        None, validation_alias="JLG_ONLINE_SESSION_BURST", ge=1, le=100_000, allow_inf_nan=False
+    )
+    """Calls that may start at once (default: one second's worth)."""
     jwt_secret: str | None = Field(None, validation_alias="JLG_JWT_SECRET", repr=False)
     jwt_public_key: str | None = Field(None, validation_alias="JLG_JWT_PUBLIC_KEY", repr=False)
     jwt_issuer: str | None = Field(None, validation_alias="JLG_JWT_ISSUER")
@@ -279,6 +288,9 @@ class Settings(BaseSettings):
                 f"({half_stale_s:g} s), got {self.online_session_timeout_s:g}"
             )
         return self
+
+    def online_session_budget(self) -> Budget:
+        return Budget.of(self.online_session_rate, self.online_session_burst)
 
     def run_sharing(self) -> RunSharing:
         return RunSharing(self.max_sessions_per_run, self.share_runs_above)

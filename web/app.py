@@ -86,7 +86,16 @@ def create_app(
         app.state.sessions = sessions
         app.state.after_response = after_response
         readings: list[Reading[Any]] = [
-            Reading("database", partial(read_metrics_snapshot, engine), database_figures)
+            Reading(
+                "database",
+                partial(
+                    read_metrics_snapshot,
+                    engine,
+                    settings.online_session_budget(),
+                    settings.windows,
+                ),
+                database_figures,
+            )
         ]
         dagster_engine = None
         if settings.dagster_reader_url:

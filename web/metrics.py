@@ -159,6 +159,54 @@ def database_figures(snapshot: MetricsSnapshot, read_at: float) -> Iterator[Metr
         "Age of the oldest pending schedule change; alert as it nears a fire time",
         value=snapshot.sync_oldest_seconds,
     )
+    yield from service_figures(snapshot)
+
+
+def service_figures(snapshot: MetricsSnapshot) -> Iterator[Metric]:
+    """The online-session service's shared view (domain/service_view.py)."""
+    look = snapshot.service
+    if look is None:
+        return
+    state, budget = look.state, look.budget
+    yield GaugeMetricFamily(
+        "jlg_online_session_backlog",
+        "Due sessions no live attempt holds: what the online-session service has yet to be "
+        "asked for",
+        value=snapshot.service_backlog,
+    )
+    if budget.rate is not None:
+        yield GaugeMetricFamily(
+            "jlg_online_session_budget_rate",
+            "bulkRegister calls a second the rate budget allows (JLG_ONLINE_SESSION_RATE)",
+            value=budget.rate,
+        )
+        yield GaugeMetricFamily(
+            "jlg_online_session_budget_tokens",
+            "Calls that could start now without waiting for the budget",
+            value=state.tokens(budget, look.now) or 0.0,
+        )
+        yield GaugeMetricFamily(
+            "jlg_online_session_backlog_seconds",
+            "How long the rate budget takes to drain the backlog: alert past 120 s",
+            value=snapshot.service_backlog_seconds or 0.0,
+        )
+    yield GaugeMetricFamily(
+        "jlg_online_session_down",
+        "1 while the breaker holds the online-session service down (unwell answers in a row), "
+        "else 0",
+        value=1.0 if state.down else 0.0,
+    )
+    yield GaugeMetricFamily(
+        "jlg_online_session_paused",
+        "1 while a Retry-After pause holds every call, else 0",
+        value=1.0 if state.paused_until is not None and state.paused_until > look.now else 0.0,
+    )
+    if state.changed_at is not None:
+        yield GaugeMetricFamily(
+            "jlg_online_session_breaker_changed_timestamp_seconds",
+            "Unix time the breaker last opened or closed",
+            value=state.changed_at.timestamp(),
+        )
 
 
 def orchestrator_figures(snapshot: OrchestratorSnapshot, read_at: float) -> Iterator[Metric]:

@@ -10,13 +10,16 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, Interval, func, literal, select, text
 
-from jlg_pipeline.adapters.candidates import held_by_status, overdue
+from jlg_pipeline.adapters.candidates import held_by_status, overdue, waiting_for_the_service
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.adapters.service_view import NO_BUDGET, Look, ServiceView
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
+from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import AttemptOutcome
+from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import HELD_STATUSES
 
 OVERDUE_AFTER = timedelta(minutes=5)
@@ -39,9 +42,22 @@ class MetricsSnapshot:
     lag_count: int = 0
     sync_pending: int = 0
     sync_oldest_seconds: float = 0.0
+    service: Look | None = None
+    """The online-session service's shared view: its budget, pause and breaker."""
+    service_backlog: int = 0
+    """Due sessions no live attempt holds: what the service has yet to be asked for."""
+
+    @property
+    def service_backlog_seconds(self) -> float | None:
+        """How long the budget takes to drain the backlog (None without a budget)."""
+        if self.service is None or self.service.budget.rate is None:
+            return None
+        return self.service_backlog / self.service.budget.rate
 
 
-def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
+def read_metrics_snapshot(
+    engine: Engine, budget: Budget = NO_BUDGET, windows: TimingWindows | None = None
+) -> MetricsSnapshot:
     with translate_errors("reading metrics"), engine.begin() as conn:
         # Every read below touches a few rows through a partial index, but the planner
         # sizes the overdue range from the whole table's history (most of it in the past):
@@ -61,6 +77,8 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
                 ps.c.link_generation_status.in_([s.value for s in HELD_STATUSES]),
             )
         ).scalar_one()
+        stale_ms = (windows or TimingWindows()).stale_ms
+        backlog = sum(conn.execute(waiting_for_the_service(stale_ms)).scalars())
         # The open ones, read from the partial index of open attempts.
         open_by_trigger = conn.execute(
             select(attempts.c.trigger, func.count())
@@ -68,6 +86,7 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
             .group_by(attempts.c.trigger)
         ).all()
     pending, oldest = ScheduleOutbox(engine).backlog()
+    service = ServiceView(engine, budget).look()
     return MetricsSnapshot(
         by_status=by_status,
         overdue=int(overdue_count),
@@ -78,4 +97,6 @@ def read_metrics_snapshot(engine: Engine) -> MetricsSnapshot:
         lag_count=counts.lag_count,
         sync_pending=pending,
         sync_oldest_seconds=oldest,
+        service=service,
+        service_backlog=int(backlog),
     )

@@ -5,6 +5,7 @@ no read-then-write, no load-and-save (inv-02), and "nothing happened" is a None/
 result, never an exception. Each method runs in its own short transaction.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -28,7 +29,6 @@ from jlg_pipeline.adapters.candidates import CandidateQueries
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import read_changes
 from jlg_pipeline.adapters.intent_writes import IntentWrites
-from jlg_pipeline.adapters.service_gate import ServiceGate
 from jlg_pipeline.adapters.session_statements import S, ms
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
@@ -189,10 +189,6 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
             row = conn.exec_driver_sql(self.claim_sql, parameters).one_or_none()
         return None if row is None else _claim(row)
 
-    def service_gate(self) -> ServiceGate:
-        """The pauses external services asked for, in this database."""
-        return ServiceGate(self._engine)
-
     def resume(self, session_id: int, run_id: str) -> Claim | None:
         """The claim this run already holds on the session, its lease renewed: the session is
         IN_PROGRESS under an open attempt that ``run_id`` made (a retry of the run's step
@@ -305,6 +301,20 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
     def attempts(self, session_id: int, limit: int = 50) -> list[AttemptRecord]:
         """The session's attempt history, newest first, at most ``limit``."""
         return read_attempts(self._engine, session_id, limit)
+
+    def in_time_order(self, session_ids: Sequence[int]) -> list[int]:
+        """``session_ids`` earliest time first (the order the online-session service is asked
+        in when its budget binds); ids with no time, or no row, last, in their given order."""
+        ids = [validation.session_id(sid) for sid in session_ids]
+        statement = (
+            select(ps.c.id)
+            .where(ps.c.id.in_(set(ids)), ps.c.link_generation_at.is_not(None))
+            .order_by(ps.c.link_generation_at, ps.c.id)
+        )
+        with translate_errors("ordering sessions by time"), self._engine.connect() as conn:
+            timed = list(conn.execute(statement).scalars())
+        rank = {sid: i for i, sid in enumerate(timed)}
+        return sorted(ids, key=lambda sid: rank.get(sid, len(rank)))
 
     def list_sessions(
         self, status: S | None, limit: int, after_id: int

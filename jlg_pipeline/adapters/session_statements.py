@@ -37,6 +37,11 @@ class SessionStatements:
         self._engine = engine
         self.windows = windows or TimingWindows()
 
+    @property
+    def engine(self) -> Engine:
+        """The database the statements run on (the service's view lives there too)."""
+        return self._engine
+
     def _stale(self) -> ColumnElement[bool]:
         return and_(
             ps.c.link_generation_status == S.IN_PROGRESS.value,

@@ -251,14 +251,20 @@ link_generation_change = Table(
 )
 
 
-service_gate = Table(
-    "jlg_service_gate",
+service_view = Table(
+    "jlg_service_view",
     metadata,
     Column("name", String(64), primary_key=True),
-    Column("paused_until", DateTime(timezone=True), nullable=False),
-    Column("reason", Text, nullable=True),
+    Column("next_slot_at", DateTime(timezone=True), nullable=True),
+    Column("paused_until", DateTime(timezone=True), nullable=True),
+    Column("failures", Integer, nullable=False, server_default="0"),
+    Column("down_since", DateTime(timezone=True), nullable=True),
+    Column("probe_until", DateTime(timezone=True), nullable=True),
+    Column("changed_at", DateTime(timezone=True), nullable=True),
+    Column("healed_at", DateTime(timezone=True), nullable=True),
 )
-"""Migration 0008: a pause an external service asked for (Retry-After), seen by every run."""
+"""Migration 0011: one shared view of an external service (domain/service_view.py): its rate
+budget, a pause it asked for and its breaker, read and changed by every caller."""
 
 
 # Migration 0009: counts of closed attempts kept by the statements that close them

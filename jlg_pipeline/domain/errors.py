@@ -58,16 +58,25 @@ class RegistrarError(JlgError):
 class RegistrarUnavailable(RegistrarError):
     """bulkRegister timed out, could not connect, hit its deadline or answer cap, or the
     service answered 408, 429 or 5xx; retryable. ``retry_after_s`` is the service's
-    ``Retry-After``, when it sent one."""
+    ``Retry-After``, when it sent one; ``throttled``: it answered 429."""
 
-    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after_s: float | None = None, throttled: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.throttled = throttled
 
 
 class RegistrarRejected(RegistrarError):
     """bulkRegister refused the request or answered something unusable; retrying the same
-    request will not help (the sweep still re-attempts the session in a later cycle)."""
+    request will not help (the sweep still re-attempts the session in a later cycle).
+    ``unwell``: the answer was garbage (no service answers so), not a refusal of this one
+    session."""
+
+    def __init__(self, message: str, *, unwell: bool = False) -> None:
+        super().__init__(message)
+        self.unwell = unwell
 
 
 class GenerationFailed(JlgError):

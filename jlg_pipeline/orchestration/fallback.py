@@ -72,7 +72,7 @@ def sweep_overdue_sessions_op(
     repository = database.repository()
     report = sweep_overdue_sessions(
         repository,
-        bind_gate(repository, registrar, tag_start(context, None), context.run_id),
+        bind_gate(repository, registrar, tag_start(context, None), context.run_id, database.view()),
         config.batchLimit,
         concurrency=database.concurrency,
     )
@@ -102,7 +102,7 @@ def backfill_partition_sessions(
     repository = database.repository()
     report = backfill_window(
         repository,
-        bind_gate(repository, registrar, tag_start(context, None), context.run_id),
+        bind_gate(repository, registrar, tag_start(context, None), context.run_id, database.view()),
         window.start,
         window.end,
         config.limit,

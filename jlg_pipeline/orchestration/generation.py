@@ -78,7 +78,9 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
     ) -> Output[None]:
         session_id = config.programSessionId
         trigger = tag_start(context, session_id)
-        generate = bind_gate(database.repository(), registrar, trigger, context.run_id)
+        generate = bind_gate(
+            database.repository(), registrar, trigger, context.run_id, database.view()
+        )
         try:
             outcome = generate(config.request())
         except InvalidInput as exc:
@@ -143,9 +145,17 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         except InvalidInput as exc:
             context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: FAILED_OUTCOME})
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from None
+        repository = database.repository()
+        # Earliest time first: when the service's budget binds, no session waits behind a
+        # later one (docs/design.md "The online-session service: one shared view").
+        order = {
+            sid: i
+            for i, sid in enumerate(repository.in_time_order([r.session_id for r in requests]))
+        }
+        requests.sort(key=lambda r: order[r.session_id])
         final = generate_retrying_unrecorded(
             requests,
-            bind_gate(database.repository(), registrar, trigger, context.run_id),
+            bind_gate(repository, registrar, trigger, context.run_id, database.view()),
             concurrency=database.concurrency,
             retries=MAX_RETRY_ATTEMPTS,
             first_delay_s=retry_delay_seconds,

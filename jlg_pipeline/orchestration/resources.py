@@ -17,11 +17,13 @@ from sqlalchemy import Engine
 from jlg_pipeline import bootstrap
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_view import NO_BUDGET, ServiceView
 from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQueue
 from jlg_pipeline.config import Flags, Settings
-from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.schedule_sync import SyncReport
+from jlg_pipeline.domain.service_view import Budget
 
 NO_CONFIG: dict[str, object] = {}
 """Every resource's config schema: nothing may be set from run config."""
@@ -36,9 +38,16 @@ class RunDatabase:
     concurrency: int
     """Sessions a run of several generates at once (JLG_GENERATION_CONCURRENCY): the
     bulkRegister calls one run opens at once."""
+    budget: Budget = NO_BUDGET
+    """The online-session service's rate budget (JLG_ONLINE_SESSION_RATE, _BURST)."""
+    call_bound_s: float = ONLINE_SESSION_TIMEOUT_S
 
     def repository(self) -> ProgramSessionRepository:
         return bootstrap.build_repository(self.engine, self.windows)
+
+    def view(self) -> ServiceView:
+        """The online-session service as every caller sees it."""
+        return ServiceView(self.engine, self.budget, self.call_bound_s)
 
 
 def database_resource(settings: Settings) -> ResourceDefinition:
@@ -52,7 +61,13 @@ def database_resource(settings: Settings) -> ResourceDefinition:
             max_overflow=2 * settings.generation_concurrency + 2,
         )
         try:
-            yield RunDatabase(engine, settings.windows, settings.generation_concurrency)
+            yield RunDatabase(
+                engine,
+                settings.windows,
+                settings.generation_concurrency,
+                settings.online_session_budget(),
+                settings.online_session_timeout_s,
+            )
         finally:
             engine.dispose()
 

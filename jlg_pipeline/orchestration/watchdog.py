@@ -4,12 +4,16 @@ its run dead before it claimed, a stuck or dead sync run, a zombie run holding t
 slot (docs/design.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
 database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time,
 stale IN_PROGRESS ones, and FAILED ones whose retryable failure's wait is over (docs/design.md
-"Whatever fails"; nothing while the online-session service asked for a pause), and
-launches shared runs for them (trigger ``watchdog``, lane
+"Whatever fails"), and launches shared runs for them (trigger ``watchdog``, lane
 ``recovery``, no per-session tag, so nothing stuck on the real-time path can hold them in the
 queue). Each session still goes through its own claim: the watchdog racing a late event
 costs a skipped claim, never a second generation. The TRD's 30-minute grace stays the
-sweep's, which also re-attempts FAILED sessions, the non-retryable ones included."""
+sweep's, which also re-attempts FAILED sessions, the non-retryable ones included.
+
+It follows the online-session service's shared view (domain/service_view.py): nothing while a
+pause holds; while the service is down (or a pause has just ended) one session at a time, the
+probe, whenever no probe is out; and the moment the breaker closes, every session it held,
+those launched lately included."""
 
 import json
 import time
@@ -28,11 +32,12 @@ from dagster import (
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
-from jlg_pipeline.domain.retries import ONLINE_SESSION_GATE
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import chunks, shared_run_request
 
-WATCHDOG_INTERVAL_S = 15
+WATCHDOG_INTERVAL_S = 5
+"""Also how often a probe can go out while the service is down, and how soon after it heals
+the sessions it held are launched."""
 WATCHDOG_BATCH = 200
 """Sessions one tick takes at most; the next tick takes more."""
 SESSIONS_PER_RUN = 50
@@ -74,17 +79,23 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
         if not Flags.read().scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")
         now = time.time()
-        launched = decode_launched(context.cursor, now)
-        repository = database.repository()
-        paused = repository.service_gate().paused_until(ONLINE_SESSION_GATE)
-        if paused is not None:
+        look = database.view().look()
+        held_until = look.held_until()
+        healed = look.state.healed_at.timestamp() if look.state.healed_at else 0.0
+        # Sessions launched before the service came back were held by it: due again at once.
+        launched = {
+            sid: at for sid, at in decode_launched(context.cursor, now).items() if at > healed
+        }
+        if held_until is not None:
             return SensorResult(
-                skip_reason=f"the online-session service asked for a pause until "
-                f"{paused.isoformat()}: nothing is launched before",
+                skip_reason=f"the online-session service holds every call until "
+                f"{held_until.isoformat()} ({look.why_held()}): nothing is launched before",
                 cursor=json.dumps(launched),
             )
-        due = repository.find_unattended(WATCHDOG_BATCH)
+        due = database.repository().find_unattended(WATCHDOG_BATCH)
         fresh = [s for s in due if s.id not in launched]
+        if look.state.probing():
+            fresh = fresh[:1]  # one session finds out whether the service is back
         if not fresh:
             waiting = f" ({len(due)} launched lately, not yet claimed)" if due else ""
             return SensorResult(

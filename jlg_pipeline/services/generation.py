@@ -1,8 +1,10 @@
 """``generate_for_session``: the single gate every trigger passes through (TRD dec-09).
 
-claim ▶ bulkRegister ▶ mark. A lost claim returns normally; a failed bulkRegister marks the
-session FAILED, keeps the error on the row and raises a GenerationFailed that says whether
-the trigger should retry.
+turn ▶ claim ▶ bulkRegister ▶ mark. The turn is the online-session service's shared view
+(``adapters/service_view.py``): the rate budget's slot, a pause, the breaker; a caller whose
+turn is not now claims nothing and the session is tried again then. A lost claim returns
+normally; a failed bulkRegister marks the session FAILED, keeps the error on the row and
+raises a GenerationFailed that says whether the trigger should retry.
 
 A bulkRegister result is never lost to a database fault: the completion write is retried,
 the lease renewed meanwhile, for up to half the stale window; if it still has not landed, the
@@ -19,7 +21,7 @@ from typing import Any
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.adapters.service_gate import ServiceGate
+from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.errors import (
     DatabaseUnavailable,
     GenerationFailed,
@@ -40,11 +42,14 @@ from jlg_pipeline.domain.models import (
     LinkGenerationState,
     Trigger,
 )
-from jlg_pipeline.domain.retries import (
-    ONLINE_SESSION_GATE,
-    PROBE_S,
-    GateState,
-    retry_wait_s,
+from jlg_pipeline.domain.retries import retry_wait_s
+from jlg_pipeline.domain.service_view import (
+    MAX_SLOT_WAIT_S,
+    Health,
+    Turn,
+    ViewState,
+    health_of,
+    held_by_the_service,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import describe, log_event
@@ -67,6 +72,7 @@ def bind_gate(
     registrar: BulkRegistrar,
     trigger: Trigger,
     run_id: str | None = None,
+    view: ServiceView | None = None,
 ) -> Gate:
     """The one binding of the gate every run uses: each request through
     :func:`generate_for_session` with these adapters, this trigger and this run."""
@@ -81,6 +87,7 @@ def bind_gate(
             batch_size=request.batch_size,
             actor_user_id=request.actor_user_id,
             run_id=run_id,
+            view=view,
         )
 
     return generate
@@ -96,13 +103,16 @@ def generate_for_session(
     batch_size: int | None = None,
     actor_user_id: int | None = None,
     run_id: str | None = None,
+    view: ServiceView | None = None,
 ) -> GenerationOutcome:
     """Generate join links for one session, at most once per cycle.
 
-    Returns COMPLETED (with job id and total), SKIPPED (the claim was lost or the session
-    is not claimable; ``reason`` says why) or SUPERSEDED (bulkRegister ran but a newer
-    attempt took the claim meanwhile). Raises InvalidInput, before any write, for bad
-    arguments, and GenerationFailed, after marking FAILED, when bulkRegister fails.
+    Returns COMPLETED (with job id and total), SKIPPED (not the service's turn now, the
+    claim was lost or the session is not claimable; ``reason`` says why) or SUPERSEDED
+    (bulkRegister ran but a newer attempt took the claim meanwhile). Raises InvalidInput,
+    before any write, for bad arguments, and GenerationFailed, after marking FAILED, when
+    bulkRegister fails. ``view``: the online-session service's shared view (no rate budget
+    when not given).
     """
     if not isinstance(trigger, Trigger):
         raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
@@ -110,24 +120,24 @@ def generate_for_session(
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
-    gate = repository.service_gate()
-    verdict = gate.check(ONLINE_SESSION_GATE, PROBE_S)
-    if verdict.state is GateState.CLOSED:
-        # Nothing claimed, nothing called: the watchdog comes back for it once the pause
-        # is over (a SCHEDULED session, or a FAILED one whose wait is over).
-        until = verdict.until.isoformat() if verdict.until else "later"
-        reason = f"the online-session service asked for a pause until {until}"
-        log_event(logger, logging.INFO, "generation.paused", **fields, reason=reason)
+    view = view or ServiceView(repository.engine)
+    turn = view.take_turn()
+    if not turn.calls:
+        # Nothing claimed, nothing called: the watchdog comes back for it then (a SCHEDULED
+        # session, or a FAILED one whose wait is over).
+        reason = f"{turn.reason}; not before {turn.at.isoformat()}"
+        log_event(logger, logging.INFO, "generation.held", **fields, reason=reason)
         return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
-    probing = verdict.state is GateState.PROBE
+    if turn.wait_s > 0:
+        # The budget's slot, at most MAX_SLOT_WAIT_S away; no claim is held meanwhile.
+        time.sleep(min(turn.wait_s, MAX_SLOT_WAIT_S))
 
     claim = repository.claim(session_id, trigger, run_id)
     resumed = claim is None and run_id is not None
     if resumed:
         claim = repository.resume(session_id, str(run_id))
     if claim is None:
-        if probing:
-            gate.release_probe(ONLINE_SESSION_GATE)
+        view.give_back(turn)
         reason = skip_reason(repository.get_state(session_id))
         log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
         return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
@@ -147,10 +157,9 @@ def generate_for_session(
         try:
             result = registrar.bulk_register(request)
         except Exception as exc:  # every failure must leave the row FAILED, whatever it is
-            _tell_the_gate(gate, exc, probing)
-            raise _failed(repository, claim, trigger, exc) from exc
-        if probing:
-            gate.reopen(ONLINE_SESSION_GATE)
+            after = _tell_the_view(view, turn, exc)
+            raise _failed(repository, claim, trigger, exc, after) from exc
+        _tell_the_view(view, turn, None)
         landed = _record_completion(repository, claim, trigger, result)
 
     outcome = GenerationOutcome(
@@ -239,24 +248,36 @@ def _record_completion(
             delay = min(delay * 2, COMPLETION_RETRY_MAX_S)
 
 
-def _tell_the_gate(gate: ServiceGate, exc: Exception, probing: bool) -> None:
-    """A ``Retry-After`` pauses every caller for that long; a probe that failed otherwise
-    lets the next caller try."""
-    if isinstance(exc, RegistrarUnavailable) and exc.retry_after_s is not None:
-        gate.pause(ONLINE_SESSION_GATE, retry_wait_s(exc.retry_after_s, 1), str(exc))
-    elif probing:
-        gate.release_probe(ONLINE_SESSION_GATE)
+def _tell_the_view(view: ServiceView, turn: Turn, exc: Exception | None) -> ViewState | None:
+    """What the call's result says about the service, told to every caller (None: it says
+    nothing about the service, or the database did not take it: the turn is given back)."""
+    health = health_of(exc)
+    retry_after_s = exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None
+    try:
+        if health is None:
+            view.give_back(turn)
+            return None
+        return view.report(health, retry_after_s, turn)
+    except DatabaseUnavailable as db_exc:
+        log_event(logger, logging.WARNING, "generation.view_unreported", error=str(db_exc))
+        return None
 
 
 def _failed(
-    repository: ProgramSessionRepository, claim: Claim, trigger: Trigger, exc: Exception
+    repository: ProgramSessionRepository,
+    claim: Claim,
+    trigger: Trigger,
+    exc: Exception,
+    view: ViewState | None = None,
 ) -> GenerationFailed:
     """Mark the claim FAILED (fenced), log, and build the error the trigger sees. A
-    retryable failure is left for the watchdog to try again after its wait: no run waits."""
+    retryable failure is left for the watchdog to try again after its wait: no run waits.
+    The wait is the session's own backoff, unless the service as a whole held it (paused, or
+    unwell for everyone: ``view``, the shared view after this failure), when it is due again
+    the moment the service is."""
     retryable = is_retryable(exc)
     message = describe(exc)
-    retry_after_s = exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None
-    retry_in_s = retry_wait_s(retry_after_s, claim.attempt) if retryable else None
+    retry_in_s = _retry_in_s(exc, claim.attempt, view) if retryable else None
     try:
         marked = repository.mark_failed(claim, message, retry_in_s)
     except DatabaseUnavailable as db_exc:
@@ -293,6 +314,15 @@ def _failed(
         cycle=claim.link_generation_at,
         retry_in_s=retry_in_s,
     )
+
+
+def _retry_in_s(exc: Exception, attempt: int, view: ViewState | None) -> float:
+    health = health_of(exc)
+    if health is Health.THROTTLED or (
+        health is Health.UNWELL and view is not None and held_by_the_service(view)
+    ):
+        return 0.0
+    return retry_wait_s(None, attempt)
 
 
 def skip_reason(state: LinkGenerationState | None) -> str:

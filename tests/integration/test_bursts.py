@@ -459,3 +459,30 @@ def test_a_tick_with_no_units_asks_the_instance_nothing() -> None:
             raise AssertionError(f"the instance was asked {name}")
 
     assert requests_for(Untouchable(), [], Trigger.DIRECT, RunSharing()) == []  # type: ignore[arg-type]
+
+
+def test_a_shared_run_asks_for_its_sessions_earliest_first(engine: Engine, db_url: str) -> None:
+    """When the service's budget binds, no session waits behind a later one: a run calls its
+    sessions in the order of their times, whatever order its config lists them in."""
+    offsets = [-3, -9, -1, -7, -5]
+    ids = [create_session(engine) for _ in offsets]
+    for sid, minutes in zip(ids, offsets, strict=True):
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=minutes))
+    registrar = RecordingRegistrar()
+    outcome = SHARED.execute_in_process(
+        run_config={
+            "ops": {SHARED_OP: {"config": {"sessions": [{"programSessionId": s} for s in ids]}}}
+        },
+        resources={
+            "database": database(db_url, JLG_GENERATION_CONCURRENCY="1"),
+            "registrar": registrar,
+        },
+        raise_on_error=False,
+    )
+    assert outcome.success
+    by_time = [sid for _, sid in sorted(zip(offsets, ids, strict=True))]
+    assert [call.session_id for call in registrar.calls] == by_time
+    assert ProgramSessionRepository(engine).in_time_order([*reversed(ids), 10**9]) == [
+        *by_time,
+        10**9,
+    ]

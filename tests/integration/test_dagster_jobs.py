@@ -364,11 +364,13 @@ def test_a_retry_after_pauses_every_caller_for_that_long(engine: Engine, db_url:
         after = _http_run(db_url, service.url, other)
     assert not first.success
     assert retry_in is not None
-    assert 0 < retry_in <= 2
+    # Held by the service, not by its own backoff: due again the moment the pause is over
+    # (the watchdog launches nothing while it holds).
+    assert retry_in <= 2
     assert paused.success, "a paused call is a skip, not a failure"
     metadata = _metadata(paused, "generate_join_links")
     assert metadata["outcome"] == "skipped"
-    assert "asked for a pause until" in metadata["reason"]
+    assert "asked for a pause; not before" in metadata["reason"]
     assert calls_during_pause == 1, "nothing called the service during the pause"
     assert session_row(engine, other)["link_generation_status"] == S.COMPLETED.value
     assert after.success

@@ -5,7 +5,7 @@ from datetime import timedelta
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.errors import RegistrarUnavailable
+from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.models import (
     BulkRegisterRequest,
     BulkRegisterResult,
@@ -22,6 +22,9 @@ S = LinkGenerationStatus
 
 
 class FailingFor(RecordingRegistrar):
+    """Refuses the ``failing`` sessions, each for a reason of its own (a 5xx in a row would
+    say the service is down: the shared view's breaker, tests/integration/test_service_view.py)."""
+
     def __init__(self, failing: set[int]) -> None:
         super().__init__()
         self.failing = failing
@@ -29,7 +32,7 @@ class FailingFor(RecordingRegistrar):
     def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
         if request.session_id in self.failing:
             self.calls.append(request)
-            raise RegistrarUnavailable("upstream 503")
+            raise RegistrarRejected("bulkRegister answered 422 (MEETING_DELETED)")
         return super().bulk_register(request)
 
 

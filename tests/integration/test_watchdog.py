@@ -21,9 +21,11 @@ from sqlalchemy import Engine, select, text, update
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import parse_message
+from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Health, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
@@ -341,3 +343,46 @@ def test_resync_of_thousands_still_launches_a_near_one_on_time(engine: Engine, d
     [request] = launched
     assert request.tags["jlg/session"] == str(near)
     assert hung.calls == [], "decided without AWS, ahead of 3,000 pending changes"
+
+
+def _sessions_in(requests: list[RunRequest]) -> list[int]:
+    return [
+        entry["programSessionId"]
+        for request in requests
+        for entry in request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
+    ]
+
+
+def test_the_watchdog_follows_the_online_session_services_shared_view(
+    engine: Engine, db_url: str
+) -> None:
+    """Down: one session goes as the probe, none while a probe is out; a pause: nothing; back:
+    every due session at once, those launched lately (held by the service) included."""
+    ids = [create_session(engine) for _ in range(4)]
+    for minutes, sid in enumerate(ids):
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-10 + minutes))
+    view = ServiceView(engine)
+    for _ in range(BREAKER_FAILURES):
+        view.report(Health.UNWELL, None, view.take_turn())
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE jlg_service_view SET probe_until = now()"))
+    instance = DagsterInstance.ephemeral()
+
+    probe = _sensor_tick(WATCHDOG, instance, db_url)
+    assert _sessions_in(_requests(probe)) == [ids[0]], "one session probes, the oldest"
+    turn = view.take_turn()
+    assert turn.verdict is Verdict.PROBE
+    held = _sensor_tick(WATCHDOG, instance, db_url, probe.cursor)
+    assert _requests(held) == []
+    assert "a probe is out" in str(held.skip_reason)
+
+    view.report(Health.THROTTLED, 30, turn)
+    paused = _sensor_tick(WATCHDOG, instance, db_url, probe.cursor)
+    assert _requests(paused) == []
+    assert "it asked for a pause" in str(paused.skip_reason)
+
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE jlg_service_view SET paused_until = now()"))
+    view.report(Health.ANSWERED, None, view.take_turn())
+    back = _sensor_tick(WATCHDOG, instance, db_url, probe.cursor)
+    assert sorted(_sessions_in(_requests(back))) == sorted(ids), "the probe's session again too"

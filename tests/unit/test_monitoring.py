@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,10 +16,13 @@ import yaml
 
 from jlg_pipeline.adapters.metrics_snapshot import MetricsSnapshot
 from jlg_pipeline.adapters.orchestrator_health import Instigator, OrchestratorSnapshot
+from jlg_pipeline.adapters.service_view import Look
+from jlg_pipeline.domain.service_view import Budget, ViewState
 from tests.support import ROOT
 from web.metrics import Metrics, Reading, database_figures, orchestrator_figures
 
 MONITORING = ROOT / "deploy" / "monitoring"
+NOW = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
 # PromQL words that look like metric names but are not.
 PROMQL = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
 
@@ -31,7 +35,15 @@ def _exported() -> set[str]:
     orchestrator = OrchestratorSnapshot(
         {"SENSOR": 1.0}, (Instigator("join_link_sqs_sensor", "sensor", 1.0, 0),), {}, 0.0
     )
-    database = MetricsSnapshot(attempts={("sqs", "COMPLETED"): 1}, open_attempts={"sqs": 1})
+    view = Look(
+        ViewState(down_since=NOW, changed_at=NOW, paused_until=NOW), NOW, Budget(25.0, 25.0)
+    )
+    database = MetricsSnapshot(
+        attempts={("sqs", "COMPLETED"): 1},
+        open_attempts={"sqs": 1},
+        service=view,
+        service_backlog=3,
+    )
     readings: list[Reading[Any]] = [
         Reading("database", lambda: database, database_figures),
         Reading("dagster", lambda: orchestrator, orchestrator_figures),

@@ -203,7 +203,9 @@ def _result(response: httpx.Response, content: bytes, token: str) -> BulkRegiste
     status = response.status_code
     if status >= 500 or status in RETRYABLE_STATUSES:
         raise RegistrarUnavailable(
-            _describe(status, content, token), retry_after_s=retry_after(response.headers)
+            _describe(status, content, token),
+            retry_after_s=retry_after(response.headers),
+            throttled=status == 429,
         )
     if not response.is_success:
         raise RegistrarRejected(_describe(status, content, token))
@@ -211,10 +213,10 @@ def _result(response: httpx.Response, content: bytes, token: str) -> BulkRegiste
     try:
         answer = _Answer.model_validate_json(content)
     except ValidationError:
-        raise RegistrarRejected(invalid) from None
+        raise RegistrarRejected(invalid, unwell=True) from None
     job_id = str(answer.jobId)
     if not _JOB_ID.fullmatch(job_id) or shares_secret(job_id, token, JOB_ID_WINDOW):
-        raise RegistrarRejected(invalid)
+        raise RegistrarRejected(invalid, unwell=True)
     return BulkRegisterResult(job_id=job_id, total=answer.total)
 
 

@@ -1,0 +1,124 @@
+"""All SQL on ``jlg_service_view``: the row every caller of the online-session service reads
+and changes (domain/service_view.py decides; this keeps it). Each change is one short
+transaction that locks the row, reads the database's clock and writes what the domain decided,
+so callers in every run and process see one budget, one pause and one breaker, and of callers
+arriving together exactly one probes. No connection or lock is held across the call itself."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import TypeVar
+
+from sqlalchemy import Connection, Engine, func, select, update
+from sqlalchemy.dialects.postgresql import insert
+
+from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.tables import service_view as view
+from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
+from jlg_pipeline.domain.service_view import (
+    Budget,
+    Health,
+    Turn,
+    Verdict,
+    ViewState,
+    after_call,
+    give_back,
+    take_turn,
+)
+
+ONLINE_SESSION = "online-session"
+"""The row of the online-session service (bulkRegister)."""
+PROBE_MARGIN_S = 5.0
+"""A probe holds its right for its call's bound and this much more: a prober that dies frees it."""
+STATE_COLUMNS = [view.c[f.name] for f in fields(ViewState)]
+NO_BUDGET = Budget()
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """The row as it is now, and the database's clock when it was read."""
+
+    state: ViewState
+    now: datetime
+    budget: Budget
+
+    def held_until(self) -> datetime | None:
+        """Until when no caller may call at all (a pause, or a probe out), or None."""
+        state = self.state
+        if state.paused_until is not None and state.paused_until > self.now:
+            return state.paused_until
+        if state.probing() and state.probe_until is not None and state.probe_until > self.now:
+            return state.probe_until
+        return None
+
+    def why_held(self) -> str:
+        if self.state.paused_until is not None and self.state.paused_until > self.now:
+            return "it asked for a pause"
+        return "it is down; a probe is out" if self.state.down else "a probe is out"
+
+
+class ServiceView:
+    def __init__(
+        self,
+        engine: Engine,
+        budget: Budget = NO_BUDGET,
+        call_bound_s: float = ONLINE_SESSION_TIMEOUT_S,
+        name: str = ONLINE_SESSION,
+    ) -> None:
+        self._engine = engine
+        self.budget = budget
+        self._probe_hold_s = call_bound_s + PROBE_MARGIN_S
+        self._name = name
+
+    def take_turn(self) -> Turn:
+        """What this caller may do now (domain/service_view.py ``take_turn``), taken."""
+        return self._change(
+            "taking a turn at the service",
+            lambda state, now: take_turn(state, self.budget, now, self._probe_hold_s),
+        )
+
+    def give_back(self, turn: Turn) -> None:
+        """A turn taken but not used: a probe's hold is freed for the next caller."""
+        self._change("giving a turn back", lambda state, now: (None, give_back(state, turn)))
+
+    def report(self, health: Health, retry_after_s: float | None, turn: Turn) -> ViewState:
+        """What a call's result says about the service; the row after it."""
+        probed = turn.verdict is Verdict.PROBE
+
+        def change(state: ViewState, now: datetime) -> tuple[ViewState, ViewState]:
+            after = after_call(state, health, now, retry_after_s, probed=probed)
+            return after, after
+
+        return self._change("reporting a call's result", change)
+
+    def look(self) -> Look:
+        """The row now (no lock, nothing changed): for the watchdog and /metrics."""
+        with translate_errors("reading the service's view"), self._engine.connect() as conn:
+            row = conn.execute(
+                select(*STATE_COLUMNS, func.now()).where(view.c.name == self._name)
+            ).first()
+            if row is None:
+                return Look(ViewState(), conn.execute(select(func.now())).scalar_one(), self.budget)
+        return Look(ViewState(*row[:-1]), row[-1], self.budget)
+
+    def _change(
+        self, action: str, decide: Callable[[ViewState, datetime], tuple[T, ViewState]]
+    ) -> T:
+        """``decide`` on the row, locked, on the database's clock; its new row written when it
+        changed anything (most calls change nothing: no write)."""
+        with translate_errors(action), self._engine.begin() as conn:
+            state, now = self._locked(conn)
+            result, changed = decide(state, now)
+            if changed != state:
+                values = {f.name: getattr(changed, f.name) for f in fields(ViewState)}
+                conn.execute(update(view).where(view.c.name == self._name).values(values))
+        return result
+
+    def _locked(self, conn: Connection) -> tuple[ViewState, datetime]:
+        locked = select(*STATE_COLUMNS, func.now()).where(view.c.name == self._name)
+        row = conn.execute(locked.with_for_update()).first()
+        if row is None:
+            conn.execute(insert(view).values(name=self._name).on_conflict_do_nothing())
+            row = conn.execute(locked.with_for_update()).one()
+        return ViewState(*row[:-1]), row[-1]

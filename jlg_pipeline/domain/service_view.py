@@ -1,0 +1,235 @@
+"""The online-session service as every caller sees it (docs/design.md "The online-session
+service: one shared view"): one row per service in PostgreSQL, read and changed by every caller
+in every process under a row lock, on the database clock. This module decides, from that row,
+what one caller may do now (:func:`take_turn`) and what a call's result changes
+(:func:`after_call`); ``adapters/service_view.py`` keeps the row. No I/O here.
+
+- **The rate budget** (``JLG_ONLINE_SESSION_RATE``, ``JLG_ONLINE_SESSION_BURST``): a token
+  bucket kept as its theoretical arrival time (GCRA): each call takes the next slot, so in any
+  ``t`` seconds at most ``RATE * t + BURST`` calls start, across every run and process. A caller
+  whose slot is at most ``MAX_SLOT_WAIT_S`` away waits for it (holding no claim); a later slot
+  is not taken, and the session is tried again then.
+- **The pause**: a ``Retry-After`` holds every caller until it ends; then one caller probes
+  first while the others wait for what it learns.
+- **The breaker**: ``BREAKER_FAILURES`` failures in a row that say the service is unwell
+  (timeout, refused connection, 5xx, garbage) mark it down; while down one caller at a time
+  probes, every ``PROBE_EVERY_S``; the first answer closes it (``healed_at``), and every session
+  it held is due at once.
+"""
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
+
+BREAKER_FAILURES = 3
+"""Unwell answers in a row that mark the service down; a single one is a session's own luck."""
+PROBE_EVERY_S = 5.0
+"""While the service is down (or a pause has just ended), one caller probes this often."""
+MAX_SLOT_WAIT_S = 5.0
+"""The longest a caller waits for its slot of the budget; later, it leaves the session for
+then (it holds no claim and no run slot waiting)."""
+DEFAULT_PAUSE_S = 1.0
+"""A 429 that says no ``Retry-After``: pause everyone this long."""
+
+
+class Health(StrEnum):
+    """What a call's result says about the service (not about the session)."""
+
+    ANSWERED = "answered"
+    """It answered as a service does: a job, or a refusal about this one session."""
+    UNWELL = "unwell"
+    """A timeout, a refused connection, a 5xx or garbage."""
+    THROTTLED = "throttled"
+    """429, or any answer with a ``Retry-After``: everyone waits."""
+
+
+def health_of(exc: BaseException | None) -> Health | None:
+    """The service's health from a call's outcome (None: the call succeeded); None too for an
+    error that is not the service's (a bug, the database)."""
+    if exc is None:
+        return Health.ANSWERED
+    if isinstance(exc, RegistrarUnavailable):
+        return Health.THROTTLED if exc.throttled or exc.retry_after_s is not None else Health.UNWELL
+    if isinstance(exc, RegistrarRejected):
+        return Health.UNWELL if exc.unwell else Health.ANSWERED
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Calls a second (None: no budget) and how many may start at once."""
+
+    rate: float | None = None
+    burst: float = 1.0
+
+    @classmethod
+    def of(cls, rate: float | None, burst: float | None) -> "Budget":
+        """The budget the settings name: the burst defaults to one second's worth (at least
+        one call)."""
+        if rate is None:
+            return cls()
+        return cls(rate, max(burst if burst is not None else rate, 1.0))
+
+
+@dataclass(frozen=True, slots=True)
+class ViewState:
+    """The shared row."""
+
+    next_slot_at: datetime | None = None
+    """The budget's theoretical arrival time: the next slot, before the burst's tolerance."""
+    paused_until: datetime | None = None
+    """A Retry-After's end; kept after it passes until a probe answers (one probes first)."""
+    failures: int = 0
+    """Unwell answers in a row."""
+    down_since: datetime | None = None
+    """Set while the breaker is open."""
+    probe_until: datetime | None = None
+    """Until when the caller now probing holds the right to (or the next probe is not due)."""
+    changed_at: datetime | None = None
+    """When the breaker last opened or closed."""
+    healed_at: datetime | None = None
+    """When the breaker last closed: sessions it held are due from then."""
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def probing(self) -> bool:
+        """Whether the next call must be a probe: the breaker is open, or a pause ended and
+        nobody has heard from the service since."""
+        return self.down or self.paused_until is not None
+
+    def tokens(self, budget: Budget, now: datetime) -> float | None:
+        """Calls that could start now without waiting (None: no budget)."""
+        if budget.rate is None:
+            return None
+        if self.next_slot_at is None:
+            return budget.burst
+        behind_s = (now - self.next_slot_at).total_seconds()
+        return min(max(budget.burst + behind_s * budget.rate, 0.0), budget.burst)
+
+
+class Verdict(StrEnum):
+    CALL = "call"
+    PROBE = "probe"
+    """The one call that finds out whether the service is back."""
+    WAIT = "wait"
+    """Not now: not before ``Turn.at``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    verdict: Verdict
+    at: datetime
+    """CALL and PROBE: when to call (now, or a slot at most MAX_SLOT_WAIT_S away). WAIT: not
+    before then."""
+    reason: str = ""
+    wait_s: float = 0.0
+    """How long from now ``at`` is (the database's clock decided it)."""
+
+    @property
+    def calls(self) -> bool:
+        return self.verdict is not Verdict.WAIT
+
+
+def take_turn(
+    state: ViewState, budget: Budget, now: datetime, probe_hold_s: float
+) -> tuple[Turn, ViewState]:
+    """What one caller may do now, and the row after it took that. ``probe_hold_s``: how long
+    a probe holds its right (its call's bound and a margin: a prober that dies frees it)."""
+
+    def turn(verdict: Verdict, when: datetime, reason: str = "") -> Turn:
+        return Turn(verdict, when, reason, (when - now).total_seconds())
+
+    if state.paused_until is not None and state.paused_until > now:
+        return turn(Verdict.WAIT, state.paused_until, "the service asked for a pause"), state
+    probing = state.probing()
+    if probing and state.probe_until is not None and state.probe_until > now:
+        reason = "the service is down; one caller probes it" if state.down else "one caller probes"
+        return turn(Verdict.WAIT, state.probe_until, reason), state
+    slot, next_slot = _slot(state.next_slot_at, budget, now)
+    if (slot - now).total_seconds() > MAX_SLOT_WAIT_S:
+        return turn(Verdict.WAIT, slot, "the rate budget's next free slot"), state
+    taken = replace(state, next_slot_at=next_slot)
+    if probing:
+        held = slot + timedelta(seconds=probe_hold_s)
+        return turn(Verdict.PROBE, slot), replace(taken, probe_until=held)
+    return turn(Verdict.CALL, slot), taken
+
+
+def _slot(
+    next_slot_at: datetime | None, budget: Budget, now: datetime
+) -> tuple[datetime, datetime | None]:
+    """GCRA: the earliest conforming start, and the theoretical arrival time after it."""
+    if budget.rate is None:
+        return now, next_slot_at
+    # Rounded to the clock's microsecond on the safe side: slots never closer than 1/RATE,
+    # the burst's head start never longer than (BURST - 1)/RATE, however many slots add up.
+    interval = timedelta(microseconds=math.ceil(1e6 / budget.rate))
+    tolerance = timedelta(microseconds=math.floor((budget.burst - 1) * 1e6 / budget.rate))
+    arrival = max(next_slot_at or now, now)
+    return max(arrival - tolerance, now), arrival + interval
+
+
+def give_back(state: ViewState, turn: Turn) -> ViewState:
+    """A probe taken but not made (the session was not claimable): the next caller may probe
+    at once instead of waiting out the hold."""
+    if turn.verdict is Verdict.PROBE:
+        return replace(state, probe_until=None)
+    return state
+
+
+def after_call(
+    state: ViewState,
+    health: Health,
+    now: datetime,
+    retry_after_s: float | None = None,
+    *,
+    probed: bool = False,
+) -> ViewState:
+    """The row after a call's result says ``health``; ``probed``: that call was the probe."""
+    if health is Health.UNWELL:
+        failures = state.failures + 1
+        opens = not state.down and failures >= BREAKER_FAILURES
+        next_probe = now + timedelta(seconds=PROBE_EVERY_S)
+        if probed:
+            probe_until: datetime | None = next_probe
+        elif opens:
+            probe_until = max(next_probe, state.probe_until or next_probe)
+        else:
+            probe_until = state.probe_until
+        return replace(
+            state,
+            failures=failures,
+            down_since=now if opens else state.down_since,
+            changed_at=now if opens else state.changed_at,
+            probe_until=probe_until,
+        )
+    # It answered: whatever it said, it is there.
+    healed = replace(
+        state,
+        failures=0,
+        down_since=None,
+        changed_at=now if state.down else state.changed_at,
+        healed_at=now if state.down else state.healed_at,
+    )
+    if health is Health.THROTTLED:
+        wait = retry_after_s if retry_after_s is not None else DEFAULT_PAUSE_S
+        until = now + timedelta(seconds=max(wait, 0.0))
+        # A probe still out keeps its hold: one probe at a time, whoever was throttled.
+        return replace(
+            healed,
+            paused_until=max(until, state.paused_until or until),
+            probe_until=None if probed else state.probe_until,
+        )
+    return replace(healed, paused_until=None, probe_until=None)
+
+
+def held_by_the_service(state: ViewState) -> bool:
+    """Whether a session that just failed with the service unwell waits for the service as a
+    whole (due again the moment it is back) rather than on its own backoff: the service is down,
+    or its failures run in a row (the others are not succeeding meanwhile)."""
+    return state.down or state.failures > 1

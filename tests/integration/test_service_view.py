@@ -1,0 +1,372 @@
+"""One shared view of the online-session service, in PostgreSQL, under concurrent callers
+(adapters/service_view.py, docs/design.md "The online-session service: one shared view"): the
+rate budget's bound across every caller, a pause that holds everyone and then lets exactly one
+probe, a breaker that opens after a few unwell answers in a row and closes on the first answer,
+and the gate that follows it: a caller whose turn is not now claims nothing, and a session the
+service as a whole held is due again the moment the service is."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from sqlalchemy import Engine, text
+
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.domain.errors import RegistrarUnavailable, RetryableGenerationFailed
+from jlg_pipeline.domain.models import (
+    BulkRegisterRequest,
+    BulkRegisterResult,
+    GenerationResult,
+    Trigger,
+)
+from jlg_pipeline.domain.retries import retry_wait_s
+from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Budget, Health, Turn, Verdict
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.services.generation import generate_for_session
+from tests.support.factories import create_session, force_state, session_row
+from tests.support.fakes import RecordingRegistrar
+
+S = LinkGenerationStatus
+
+
+def end_holds(engine: Engine) -> None:
+    """What time does to a pause or a probe's hold: it ends (now, on the database's clock)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE jlg_service_view SET"
+                " paused_until = least(paused_until, now()),"
+                " probe_until = least(probe_until, now())"
+            )
+        )
+
+
+def turns_at_once(view: ServiceView, callers: int) -> list[Turn]:
+    barrier = threading.Barrier(callers)
+
+    def one() -> Turn:
+        barrier.wait()
+        return view.take_turn()
+
+    with ThreadPoolExecutor(callers) as pool:
+        return list(pool.map(lambda _: one(), range(callers)))
+
+
+def test_a_pause_holds_everyone_then_exactly_one_of_many_callers_probes(engine: Engine) -> None:
+    view = ServiceView(engine)
+    first = view.take_turn()
+    assert first.verdict is Verdict.CALL
+    view.report(Health.THROTTLED, 30, first)
+    held = view.take_turn()
+    assert (held.verdict, round(held.wait_s)) == (Verdict.WAIT, 30)
+    view.report(Health.THROTTLED, 1, first)
+    assert view.take_turn().at == held.at, "a shorter pause never shortens a longer one"
+
+    end_holds(engine)
+    turns = turns_at_once(view, 8)
+    verdicts = sorted(t.verdict.value for t in turns)
+    assert verdicts == ["probe"] + ["wait"] * 7, verdicts
+    [probe] = [t for t in turns if t.verdict is Verdict.PROBE]
+    view.report(Health.ANSWERED, None, probe)
+    assert [t.verdict for t in turns_at_once(view, 8)] == [Verdict.CALL] * 8
+
+
+def test_the_budget_holds_across_callers_and_leaves_no_slot_empty(engine: Engine) -> None:
+    budget = Budget(rate=20, burst=5)
+    view = ServiceView(engine, budget)
+    turns = turns_at_once(view, 8) + turns_at_once(view, 8) + turns_at_once(view, 8)
+    starts = sorted(t.at for t in turns if t.calls)
+    assert len(starts) == 24, "all within the next 5 s: each waits for its own slot"
+    for i, first in enumerate(starts):
+        for j in range(i, len(starts)):
+            window = (starts[j] - first).total_seconds()
+            assert j - i + 1 <= budget.rate * window + budget.burst + 1e-6  # type: ignore[operator]
+    assert (starts[-1] - starts[0]).total_seconds() <= (24 - 5) / 20 + 0.5
+
+
+class SharedViewUnderCallers(RuleBasedStateMachine):
+    """Callers taking turns at once, calls ending with any result in any order, claims lost,
+    pauses and holds running out: at most one probe out at a time, the breaker down exactly
+    after BREAKER_FAILURES unwell answers with none between, nothing let through inside a
+    pause, and the budget's bound over every slot it gave."""
+
+    engine: Engine
+    budget = Budget(rate=40, burst=4)
+
+    def __init__(self) -> None:
+        super().__init__()
+        with self.engine.begin() as conn:
+            conn.execute(text("DELETE FROM jlg_service_view"))
+        self.view = ServiceView(self.engine, self.budget, call_bound_s=30)
+        self.outstanding: list[Turn] = []
+        self.live_probes = 0
+        self.unwell_in_a_row = 0
+        self.starts: list[datetime] = []
+
+    @rule(callers=st.integers(1, 6))
+    def callers_take_turns(self, callers: int) -> None:
+        turns = turns_at_once(self.view, callers)
+        probes = [t for t in turns if t.verdict is Verdict.PROBE]
+        assert len(probes) + self.live_probes <= 1, "two probes out at once"
+        self.live_probes += len(probes)
+        state = self.view.look()
+        for turn in turns:
+            if turn.calls:
+                paused = state.state.paused_until
+                assert paused is None or turn.verdict is Verdict.PROBE or turn.at >= paused
+                self.starts.append(turn.at)
+                self.outstanding.append(turn)
+
+    @precondition(lambda self: bool(self.outstanding))
+    @rule(
+        health=st.sampled_from(list(Health)),
+        which=st.integers(0, 30),
+        retry_after=st.floats(0.5, 30),
+    )
+    def a_call_ends(self, health: Health, which: int, retry_after: float) -> None:
+        turn = self.outstanding.pop(which % len(self.outstanding))
+        if turn.verdict is Verdict.PROBE:
+            self.live_probes = max(self.live_probes - 1, 0)
+        self.view.report(health, retry_after, turn)
+        self.unwell_in_a_row = self.unwell_in_a_row + 1 if health is Health.UNWELL else 0
+
+    @precondition(lambda self: bool(self.outstanding))
+    @rule(which=st.integers(0, 30))
+    def a_claim_is_lost(self, which: int) -> None:
+        turn = self.outstanding.pop(which % len(self.outstanding))
+        if turn.verdict is Verdict.PROBE:
+            self.live_probes = max(self.live_probes - 1, 0)
+        self.view.give_back(turn)
+
+    @rule()
+    def holds_run_out(self) -> None:
+        end_holds(self.engine)
+        self.live_probes = 0  # a probe out that long lost its hold: another may go
+
+    @invariant()
+    def the_breaker_follows_the_answers(self) -> None:
+        down = self.view.look().state.down
+        if self.unwell_in_a_row >= BREAKER_FAILURES:
+            assert down
+        if self.unwell_in_a_row == 0:
+            assert not down
+
+    @invariant()
+    def the_budget_holds(self) -> None:
+        starts = sorted(self.starts)
+        for i, first in enumerate(starts):
+            for j in range(i, len(starts)):
+                window = (starts[j] - first).total_seconds()
+                allowed = self.budget.rate * window + self.budget.burst  # type: ignore[operator]
+                assert j - i + 1 <= allowed + 1e-6
+
+
+def test_the_shared_view_under_concurrent_callers(engine: Engine) -> None:
+    machine = type("OnTheTestDatabase", (SharedViewUnderCallers,), {"engine": engine})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(max_examples=20, stateful_step_count=25, deadline=None, derandomize=True),
+    )
+
+
+class Throttled(RecordingRegistrar):
+    """Answers 429 with Retry-After while ``throttling`` is set."""
+
+    throttling = True
+
+    def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+        if self.throttling:
+            with self._lock:
+                self.calls.append(request)
+            raise RegistrarUnavailable(
+                "bulkRegister answered 429", retry_after_s=30, throttled=True
+            )
+        return super().bulk_register(request)
+
+
+class Down(RecordingRegistrar):
+    """Every call a 503 while ``down`` is set."""
+
+    down = True
+
+    def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+        if self.down:
+            with self._lock:
+                self.calls.append(request)
+            raise RegistrarUnavailable("bulkRegister answered 503")
+        return super().bulk_register(request)
+
+
+def _generate(
+    repository: ProgramSessionRepository, registrar: RecordingRegistrar, sid: int
+) -> GenerationResult | float | None:
+    """The result, or for a failure the wait it was left with."""
+    try:
+        return generate_for_session(
+            sid, repository=repository, registrar=registrar, trigger=Trigger.WATCHDOG
+        ).result
+    except RetryableGenerationFailed as exc:
+        return exc.retry_in_s
+
+
+def _due(engine: Engine, count: int) -> list[int]:
+    ids = [create_session(engine) for _ in range(count)]
+    for sid in ids:
+        force_state(engine, sid, S.SCHEDULED)
+    return ids
+
+
+def test_a_429_pauses_the_service_and_no_session_calls_until_it_is_over(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    sids = _due(engine, 5)
+    registrar = Throttled()
+    first = _generate(repository, registrar, sids[0])
+    rest = [_generate(repository, registrar, sid) for sid in sids[1:]]
+    assert first == 0, "held by the service: due again the moment it is back"
+    assert rest == [GenerationResult.SKIPPED] * 4, "paused: nothing claimed, nothing called"
+    assert len(registrar.calls) == 1
+    assert [session_row(engine, s)["link_generation_status"] for s in sids[1:]] == ["SCHEDULED"] * 4
+    assert repository.attempts(sids[1]) == [], "a paused session costs no attempt"
+
+    # The pause ends and the service is back: one probe, then everyone.
+    registrar.throttling = False
+    end_holds(engine)
+    assert [_generate(repository, registrar, sid) for sid in sids] == [
+        GenerationResult.COMPLETED
+    ] * 5
+    assert ServiceView(engine).look().state.paused_until is None, "the probe's answer ended it"
+
+
+def test_the_breaker_holds_every_session_while_the_service_is_down_and_the_first_answer_frees_them(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    sids = _due(engine, 8)
+    registrar = Down()
+    results = [_generate(repository, registrar, sid) for sid in sids]
+    # Each failure in a row is the service's, not the session's: the first one's own backoff,
+    # then held (due again at once, once the service is back).
+    assert results[:BREAKER_FAILURES] == [retry_wait_s(None, 1), 0.0, 0.0]
+    assert results[BREAKER_FAILURES:] == [GenerationResult.SKIPPED] * (8 - BREAKER_FAILURES)
+    assert len(registrar.calls) == BREAKER_FAILURES, "down: nobody calls but the probe"
+    look = ServiceView(engine).look()
+    assert look.state.down
+    assert look.held_until() is not None, "the next probe is a few seconds off"
+
+    registrar.down = False
+    end_holds(engine)
+    probe, *others = [_generate(repository, registrar, sid) for sid in sids]
+    assert probe is GenerationResult.COMPLETED
+    assert others == [GenerationResult.COMPLETED] * 7, "healed: everyone at once"
+    healed = ServiceView(engine).look().state
+    assert (healed.down, healed.failures) == (False, 0)
+    assert healed.healed_at is not None
+
+
+def test_a_failure_of_one_session_keeps_its_own_backoff_while_the_others_succeed(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    broken, *fine = _due(engine, 4)
+
+    class OneBroken(RecordingRegistrar):
+        def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+            if request.session_id == broken:
+                raise RegistrarUnavailable("bulkRegister answered 500")
+            return super().bulk_register(request)
+
+    registrar = OneBroken()
+    assert _generate(repository, registrar, broken) == retry_wait_s(None, 1)
+    assert [_generate(repository, registrar, sid) for sid in fine] == [
+        GenerationResult.COMPLETED
+    ] * 3
+    force_state(engine, broken, S.FAILED, attempt=3)
+    assert _generate(repository, registrar, broken) == retry_wait_s(None, 4), "its own backoff"
+    assert not ServiceView(engine).look().state.down
+
+
+def _timed_run(
+    engine: Engine, repository: ProgramSessionRepository, sids: list[int], threads: int
+) -> tuple[list[GenerationResult], list[datetime]]:
+    """Each session through the gate from ``threads`` threads at 4 calls a second; the results
+    and when each call started (the database's clock)."""
+    registrar = RecordingRegistrar()
+    view = ServiceView(engine, Budget(rate=4, burst=1))
+    started: list[datetime] = []
+    lock = threading.Lock()
+
+    class Timed(RecordingRegistrar):
+        def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+            with lock, engine.connect() as conn:
+                started.append(conn.execute(text("SELECT clock_timestamp()")).scalar_one())
+            return registrar.bulk_register(request)
+
+    def one(sid: int) -> GenerationResult:
+        return generate_for_session(
+            sid, repository=repository, registrar=Timed(), trigger=Trigger.EVENT, view=view
+        ).result
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(one, sids))
+    started.sort()
+    # Each call starts at its slot or a little after (a thread wakes late): the slots keep the
+    # bound exactly (test_the_budget_holds_across_callers...), the starts within that lateness.
+    lateness_s = 0.15
+    for i, first in enumerate(started):
+        for j in range(i, len(started)):
+            assert j - i + 1 <= 4 * ((started[j] - first).total_seconds() + lateness_s) + 1
+    return results, started
+
+
+def test_the_gate_waits_for_its_slot_of_the_budget(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """Twelve sessions from four threads at 4 calls a second: every one is called, no faster
+    than the budget and with no slot left empty."""
+    results, started = _timed_run(engine, repository, _due(engine, 12), threads=4)
+    assert results == [GenerationResult.COMPLETED] * 12
+    assert 2.5 <= (started[-1] - started[0]).total_seconds() < 4.0
+
+
+def test_a_slot_more_than_a_few_seconds_off_is_not_waited_for(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """Thirty at once: those whose slot is within the few seconds a caller may wait are
+    called; the rest claim nothing and are left for then."""
+    sids = _due(engine, 30)
+    results, started = _timed_run(engine, repository, sids, threads=30)
+    assert 20 <= len(started) <= 22, "1 now and 4 a second for 5 s"
+    assert results.count(GenerationResult.COMPLETED) == len(started)
+    held = [s for s, r in zip(sids, results, strict=True) if r is GenerationResult.SKIPPED]
+    assert len(held) == 30 - len(started)
+    assert all(session_row(engine, s)["link_generation_status"] == "SCHEDULED" for s in held)
+
+
+def test_a_session_the_service_held_is_due_for_the_watchdog_at_once(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
+    with pytest.raises(RetryableGenerationFailed):
+        generate_for_session(
+            sid, repository=repository, registrar=Throttled(), trigger=Trigger.EVENT
+        )
+    assert [s.id for s in repository.find_unattended(10)] == [sid]
+    assert session_row(engine, sid)["link_generation_status"] == "FAILED"
+    assert ServiceView(engine).look().held_until() is not None, "but the pause holds the watchdog"
+
+
+def test_the_wait_is_a_backoff_in_time() -> None:
+    assert retry_wait_s(None, 1) == 10
+    assert retry_wait_s(None, 3) == 40
+    assert retry_wait_s(None, 40) == 600, "bounded"

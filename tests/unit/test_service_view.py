@@ -1,0 +1,217 @@
+"""The shared view's decisions (domain/service_view.py) on a clock of our own: the rate budget
+never lets more than RATE * t + BURST calls start in any t seconds and wastes no slot while
+callers wait; a pause holds everyone, then one probe; the breaker opens after a few unwell
+answers in a row, lets one probe through at a time, and the first answer closes it."""
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
+from jlg_pipeline.domain.service_view import (
+    BREAKER_FAILURES,
+    MAX_SLOT_WAIT_S,
+    PROBE_EVERY_S,
+    Budget,
+    Health,
+    Turn,
+    Verdict,
+    ViewState,
+    after_call,
+    give_back,
+    health_of,
+    held_by_the_service,
+    take_turn,
+)
+
+T0 = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
+HOLD_S = 35.0
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_what_a_result_says_about_the_service() -> None:
+    assert health_of(None) is Health.ANSWERED
+    assert health_of(RegistrarUnavailable("bulkRegister answered 503")) is Health.UNWELL
+    assert health_of(RegistrarUnavailable("timed out")) is Health.UNWELL
+    assert health_of(RegistrarUnavailable("429", throttled=True)) is Health.THROTTLED
+    assert health_of(RegistrarUnavailable("503", retry_after_s=30)) is Health.THROTTLED
+    assert health_of(RegistrarRejected("bulkRegister answered 422")) is Health.ANSWERED
+    assert health_of(RegistrarRejected("no valid {jobId, total}", unwell=True)) is Health.UNWELL
+    assert health_of(RuntimeError("a bug")) is None
+
+
+def test_the_budget_defaults_to_one_seconds_worth() -> None:
+    assert Budget.of(None, 50) == Budget()
+    assert Budget.of(25, None) == Budget(25, 25)
+    assert Budget.of(0.5, None) == Budget(0.5, 1.0)
+    assert Budget.of(10, 3) == Budget(10, 3)
+
+
+@settings(max_examples=200)
+@given(
+    rate=st.floats(0.5, 60),
+    burst=st.floats(1, 40),
+    gaps=st.lists(st.floats(0, 0.5), min_size=1, max_size=300),
+)
+def test_never_more_than_rate_times_t_plus_burst_in_any_window(
+    rate: float, burst: float, gaps: list[float]
+) -> None:
+    budget = Budget(rate, burst)
+    state, now, starts = ViewState(), 0.0, []
+    for gap in gaps:
+        now += gap
+        turn, state = take_turn(state, budget, at(now), HOLD_S)
+        if turn.calls:
+            waited = (turn.at - at(now)).total_seconds()
+            assert 0 <= waited <= MAX_SLOT_WAIT_S + 1e-6
+            starts.append((turn.at - T0).total_seconds())
+    starts.sort()
+    for i in range(len(starts)):
+        for j in range(i, len(starts)):
+            assert j - i + 1 <= rate * (starts[j] - starts[i]) + burst + 1e-6
+
+
+@given(rate=st.floats(1, 50), burst=st.floats(1, 50), callers=st.integers(300, 600))
+def test_callers_that_wait_get_every_slot_the_budget_has(
+    rate: float, burst: float, callers: int
+) -> None:
+    """All asking at once: as many start within MAX_SLOT_WAIT_S as the budget allows, one
+    after another with no slot left empty between them; the rest are told when the next slot
+    is."""
+    budget = Budget(rate, burst)
+    state = ViewState()
+    starts: list[float] = []
+    waits: list[float] = []
+    for _ in range(callers):
+        turn, state = take_turn(state, budget, T0, HOLD_S)
+        (starts if turn.calls else waits).append((turn.at - T0).total_seconds())
+    assert len(starts) >= int(rate * MAX_SLOT_WAIT_S + burst) - 1
+    assert all(w > MAX_SLOT_WAIT_S for w in waits)
+    assert all(b - a <= 1 / rate + 2e-6 for a, b in itertools.pairwise(starts))
+    assert state.tokens(budget, T0) == 0
+
+
+def test_without_a_budget_everyone_calls_now() -> None:
+    state = ViewState()
+    for _ in range(100):
+        turn, state = take_turn(state, Budget(), T0, HOLD_S)
+        assert (turn.verdict, turn.at) == (Verdict.CALL, T0)
+    assert state.tokens(Budget(), T0) is None
+
+
+def test_a_pause_holds_everyone_then_one_probes_first() -> None:
+    state = after_call(ViewState(), Health.THROTTLED, at(0), retry_after_s=30)
+    turn, _ = take_turn(state, Budget(), at(29), HOLD_S)
+    assert (turn.verdict, turn.at) == (Verdict.WAIT, at(30))
+    probe, state = take_turn(state, Budget(), at(31), HOLD_S)
+    assert probe.verdict is Verdict.PROBE
+    other, _ = take_turn(state, Budget(), at(32), HOLD_S)
+    assert (other.verdict, other.at) == (Verdict.WAIT, at(31 + HOLD_S))
+    state = after_call(state, Health.ANSWERED, at(33), probed=True)
+    assert take_turn(state, Budget(), at(33), HOLD_S)[0].verdict is Verdict.CALL
+
+
+def test_a_probe_not_made_frees_the_next_caller_at_once() -> None:
+    state = after_call(ViewState(), Health.THROTTLED, at(0), retry_after_s=1)
+    probe, state = take_turn(state, Budget(), at(2), HOLD_S)
+    state = give_back(state, probe)
+    assert take_turn(state, Budget(), at(2), HOLD_S)[0].verdict is Verdict.PROBE
+
+
+def test_the_breaker_opens_after_unwell_answers_in_a_row_and_the_first_answer_closes_it() -> None:
+    state = ViewState()
+    for second in range(BREAKER_FAILURES - 1):
+        state = after_call(state, Health.UNWELL, at(second))
+        assert not state.down
+    assert held_by_the_service(state)
+    state = after_call(state, Health.ANSWERED, at(5))
+    assert state.failures == 0, "another session answered meanwhile: a session's own luck"
+    assert not held_by_the_service(after_call(state, Health.UNWELL, at(6)))
+    for second in range(BREAKER_FAILURES):
+        state = after_call(state, Health.UNWELL, at(10 + second))
+    assert state.down
+    assert state.changed_at == at(10 + BREAKER_FAILURES - 1)
+    turn, _ = take_turn(state, Budget(), at(13), HOLD_S)
+    assert turn.verdict is Verdict.WAIT, "one probe every few seconds"
+    probe, state = take_turn(state, Budget(), at(12 + PROBE_EVERY_S + 1), HOLD_S)
+    assert probe.verdict is Verdict.PROBE
+    assert take_turn(state, Budget(), at(20), HOLD_S)[0].verdict is Verdict.WAIT
+    state = after_call(state, Health.UNWELL, at(21), probed=True)
+    assert state.down
+    assert take_turn(state, Budget(), at(21 + PROBE_EVERY_S), HOLD_S)[0].verdict is Verdict.PROBE
+    state = after_call(state, Health.ANSWERED, at(30))
+    assert (state.down, state.healed_at, state.failures) == (False, at(30), 0)
+    assert take_turn(state, Budget(), at(30), HOLD_S)[0].verdict is Verdict.CALL
+
+
+class SharedView(RuleBasedStateMachine):
+    """Callers taking turns and reporting in any order on one clock: at most one probe at a
+    time, nothing called inside a pause, the breaker down exactly after BREAKER_FAILURES unwell
+    answers with no answer between, and the budget's bound over every start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.budget = Budget(8.0, 3.0)
+        self.state = ViewState()
+        self.now = 0.0
+        self.starts: list[float] = []
+        self.outstanding: list[Turn] = []
+        self.unwell_in_a_row = 0
+
+    @rule(seconds=st.floats(0, 10))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+
+    @rule()
+    def a_caller_asks(self) -> None:
+        probes_held = [
+            t
+            for t in self.outstanding
+            if t.verdict is Verdict.PROBE and at(self.now) < t.at + timedelta(seconds=HOLD_S)
+        ]
+        turn, self.state = take_turn(self.state, self.budget, at(self.now), HOLD_S)
+        if turn.verdict is Verdict.PROBE:
+            assert not probes_held, "two probes at once"
+        if turn.calls:
+            paused = self.state.paused_until
+            assert paused is None or turn.at >= paused or turn.verdict is Verdict.PROBE
+            self.starts.append((turn.at - T0).total_seconds())
+            self.outstanding.append(turn)
+
+    @precondition(lambda self: bool(self.outstanding))
+    @rule(health=st.sampled_from(list(Health)), which=st.integers(0, 50), ra=st.floats(0, 20))
+    def a_call_ends(self, health: Health, which: int, ra: float) -> None:
+        turn = self.outstanding.pop(which % len(self.outstanding))
+        probed = turn.verdict is Verdict.PROBE
+        self.state = after_call(self.state, health, at(self.now), ra, probed=probed)
+        self.unwell_in_a_row = self.unwell_in_a_row + 1 if health is Health.UNWELL else 0
+
+    @precondition(lambda self: bool(self.outstanding))
+    @rule(which=st.integers(0, 50))
+    def a_claim_is_lost(self, which: int) -> None:
+        self.state = give_back(self.state, self.outstanding.pop(which % len(self.outstanding)))
+
+    @invariant()
+    def the_breaker_follows_the_answers(self) -> None:
+        if self.unwell_in_a_row >= BREAKER_FAILURES:
+            assert self.state.down
+        if self.unwell_in_a_row == 0:
+            assert not self.state.down
+
+    @invariant()
+    def the_budget_holds(self) -> None:
+        starts = sorted(self.starts)
+        for i in range(len(starts)):
+            for j in range(i, len(starts)):
+                allowed = self.budget.rate * (starts[j] - starts[i]) + self.budget.burst  # type: ignore[operator]
+                assert j - i + 1 <= allowed + 1e-6
+
+
+TestSharedView = SharedView.TestCase
+TestSharedView.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
