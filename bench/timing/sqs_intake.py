@@ -39,9 +39,8 @@ from bench.common import (
 from jlg_pipeline.adapters.database import instance_storage_url
 from jlg_pipeline.adapters.sqs_queue import SqsQueue
 from jlg_pipeline.config import Settings
-from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.orchestration.resources import sqs_queue_resource
+from jlg_pipeline.orchestration.resources import database_resource, sqs_queue_resource
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 
 TARGET_PER_S = 200
@@ -75,23 +74,34 @@ def queue_time() -> Iterator[list[float]]:
 def measure(messages: int, stand_in: str) -> dict[str, float]:
     with (
         bench_database("jlg_bench_intake_dagster", migrated=False) as dagster_url,
+        bench_database("jlg_bench_intake") as app_url,
         moto_process(stand_in) as aws,
         tempfile.TemporaryDirectory(prefix="jlg-bench-intake-") as home,
     ):
         (Path(home) / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
         os.environ["DAGSTER_POSTGRES_URL"] = instance_storage_url(dagster_url)
         os.environ["ENABLE_JOIN_LINK_SCHEDULER"] = "true"
+        os.environ["JLG_ENVIRONMENT"] = "local"
+        # Imported here: the module builds the code location from the environment just set.
+        from jlg_pipeline.definitions import build_definitions
+
         os.environ.update(aws.env)  # the queue's client reads its credentials from here
         environ = {
             **aws.env,
             "JLG_SQS_QUEUE_URL": aws.queue_url,
             "JLG_SQS_WAIT_S": "0",
             "JLG_REGISTRAR": "local",
+            "JLG_DATABASE_URL": app_url,
+            "JLG_ENVIRONMENT": "local",
         }
         defs = build_definitions(environ)
         sensor = defs.resolve_sensor_def("join_link_sqs_sensor")
         jobs = {j.name: defs.resolve_job_def(j.name) for j in sensor.jobs}
-        queue = sqs_queue_resource(Settings.from_env(environ))
+        settings = Settings.from_env(environ)
+        resources = {
+            "sqs_queue": sqs_queue_resource(settings),
+            "database": database_resource(settings),
+        }
         sqs = aws.client("sqs")
         bodies = [json.dumps(build_message(sid, None)) for sid in range(1, messages + 1)]
         for first in range(0, len(bodies), 10):
@@ -111,7 +121,7 @@ def measure(messages: int, stand_in: str) -> dict[str, float]:
                 ticks += 1
                 tick_started = time.perf_counter()
                 with build_sensor_context(
-                    instance=instance, cursor=cursor, resources={"sqs_queue": queue}
+                    instance=instance, cursor=cursor, resources=resources
                 ) as context:
                     result = sensor(context)
                 sensor_s += time.perf_counter() - tick_started

@@ -30,9 +30,15 @@ from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
-from jlg_pipeline.orchestration.resources import QueueIntake
+from jlg_pipeline.orchestration.resources import QueueIntake, RunDatabase
 from jlg_pipeline.orchestration.run_requests import Work, covering, requests_for
-from jlg_pipeline.services.event_intake import AcceptedEvent, RunsExist, acknowledge, drain
+from jlg_pipeline.services.event_intake import (
+    AcceptedEvent,
+    RunsExist,
+    acknowledge,
+    drain,
+    earliest_first,
+)
 
 
 def run_key_for(message_id: str) -> str:
@@ -103,7 +109,9 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
         description=f"{described}; a message is deleted once its run exists.",
     )
     def join_link_sqs_sensor(
-        context: SensorEvaluationContext, sqs_queue: ResourceParam[QueueIntake]
+        context: SensorEvaluationContext,
+        sqs_queue: ResourceParam[QueueIntake],
+        database: ResourceParam[RunDatabase],
     ) -> SensorResult | SkipReason:
         if not Flags.read().scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the real-time path is disabled")
@@ -126,7 +134,8 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
             return SensorResult(
                 skip_reason=f"no new JOIN_LINK_GENERATION messages{suffix}", cursor=cursor
             )
-        work = [work_for(a) for a in intake.accepted]
+        ordered = earliest_first(intake.accepted, database.repository().in_time_order)
+        work = [work_for(a) for a in ordered]
         return SensorResult(
             run_requests=requests_for(context.instance, work, Trigger.EVENT, sharing),
             cursor=cursor,

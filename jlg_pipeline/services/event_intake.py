@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
-from jlg_pipeline.domain.errors import InvalidMessage
+from jlg_pipeline.domain.errors import DatabaseRefused, DatabaseUnavailable, InvalidMessage
 from jlg_pipeline.domain.messages import JoinLinkGenerationMessage, parse_message
 from jlg_pipeline.domain.models import BulkRegisterRequest
 from jlg_pipeline.log import log_event
@@ -31,6 +31,8 @@ acknowledgement and the run requests, and far inside the 120 s the messages stay
 
 RunsExist = Callable[[Sequence[str]], set[str]]
 """Of these message ids, those whose run exists in the orchestrator (one lookup for many)."""
+InTimeOrder = Callable[[Sequence[int]], list[int]]
+"""These session ids, earliest time first (``ProgramSessionRepository.in_time_order``)."""
 
 
 class Queue(Protocol):
@@ -125,3 +127,17 @@ def drain(
                 intake.accepted.append(AcceptedEvent(m, event))
         intake.undeleted += queue.delete(removable)
     return intake
+
+
+def earliest_first(accepted: Sequence[AcceptedEvent], order: InTimeOrder) -> list[AcceptedEvent]:
+    """The accepted messages by their sessions' times, earliest first, so runs are asked for
+    (and shared runs filled) in the order the service is to be called when its budget binds
+    (docs/design.md "The online-session service: one shared view"). When the database cannot
+    say, the order they came in: the order is worth a warning, not the tick."""
+    try:
+        ranked = order(list(dict.fromkeys(a.request.session_id for a in accepted)))
+    except (DatabaseUnavailable, DatabaseRefused) as exc:
+        log_event(logger, logging.WARNING, "intake.unordered", messages=len(accepted), error=exc)
+        return list(accepted)
+    rank = {sid: i for i, sid in enumerate(ranked)}
+    return sorted(accepted, key=lambda a: rank[a.request.session_id])

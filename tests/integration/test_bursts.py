@@ -60,10 +60,12 @@ class Daemon:
         self.registrar = RecordingRegistrar()
 
     def tick(self, *, keep_cursor: bool = True) -> SensorResult | SkipReason:
-        context = build_sensor_context(
-            instance=self.instance, cursor=self.cursor, resources={"sqs_queue": self.queue}
-        )
-        result: SensorResult | SkipReason = self.sensor(context)
+        with build_sensor_context(
+            instance=self.instance,
+            cursor=self.cursor,
+            resources={"sqs_queue": self.queue, "database": database(self.db_url)},
+        ) as context:
+            result: SensorResult | SkipReason = self.sensor(context)
         assert isinstance(result, SensorResult | SkipReason)
         if keep_cursor and isinstance(result, SensorResult):
             self.cursor = result.cursor
@@ -177,6 +179,30 @@ def test_by_default_a_lone_message_keeps_its_own_run_and_a_cohort_shares(
 
     assert shared.job_name == "join_link_shared_generation_job"
     assert sorted(_sessions_of(shared)) == sorted(cohort)
+
+
+@pytest.mark.parametrize(
+    "sharing", [ONE_RUN_EACH, RunSharing(10, share_above=0)], ids=["one-run-each", "shared"]
+)
+def test_a_ticks_messages_ask_for_runs_in_their_sessions_time_order(
+    engine: Engine, db_url: str, aws: Aws, sharing: RunSharing
+) -> None:
+    """Whatever order the queue hands them in, runs are asked for (and shared runs filled)
+    earliest time first, so when the service's budget binds no session waits behind a later
+    one; a session with no time (or none of ours) goes last."""
+    ids = [create_session(engine) for _ in range(25)]
+    for i, sid in enumerate(ids):
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=-1 - i))
+    _send_burst(aws, [999_999, *ids], duplicates=[])
+    daemon = Daemon(aws, db_url, sharing)
+
+    requests = _requests(daemon.tick())
+
+    if sharing.max_sessions_per_run == 1:
+        asked = [int(r.tags["jlg/session"]) for r in requests]
+    else:
+        asked = [sid for r in requests for sid in _sessions_of(r)]
+    assert asked == [*reversed(ids), 999_999]
 
 
 def test_a_few_messages_share_when_runs_already_wait_to_start(

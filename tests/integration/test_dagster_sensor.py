@@ -47,17 +47,20 @@ def _message(data: Any, **overrides: Any) -> str:
 class Ticks:
     """Evaluates the sensor as the daemon does: one instance, the cursor carried over."""
 
-    def __init__(self, aws: Aws, visibility_timeout_seconds: int = 120) -> None:
+    def __init__(self, aws: Aws, db_url: str, visibility_timeout_seconds: int = 120) -> None:
         self.instance = DagsterInstance.ephemeral()
         self.cursor: str | None = None
-        self.resource = sqs_queue(aws.queue_url, visibility_timeout_seconds)
+        self.resources = {
+            "sqs_queue": sqs_queue(aws.queue_url, visibility_timeout_seconds),
+            "database": database(db_url),
+        }
 
     def tick(self, *, lost: bool = False) -> SensorResult | SkipReason:
         """One evaluation; ``lost`` throws its result away (a timeout, a dead code server)."""
-        context = build_sensor_context(
-            instance=self.instance, cursor=self.cursor, resources={"sqs_queue": self.resource}
-        )
-        result: SensorResult | SkipReason = SENSOR(context)
+        with build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources=self.resources
+        ) as context:
+            result: SensorResult | SkipReason = SENSOR(context)
         assert isinstance(result, SensorResult | SkipReason)
         if not lost and isinstance(result, SensorResult):
             self.cursor = result.cursor
@@ -75,8 +78,8 @@ class Ticks:
         return len(self.instance.get_run_ids())
 
 
-def _tick(aws: Aws) -> SensorResult | SkipReason:
-    return Ticks(aws).tick()
+def _tick(aws: Aws, db_url: str) -> SensorResult | SkipReason:
+    return Ticks(aws, db_url).tick()
 
 
 def _skipped(result: SensorResult | SkipReason) -> str:
@@ -91,7 +94,7 @@ def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
 
 
-def test_valid_messages_become_run_requests(aws: Aws) -> None:
+def test_valid_messages_become_run_requests(aws: Aws, db_url: str) -> None:
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": 7}))
     aws.sqs.send_message(
         QueueUrl=aws.queue_url,
@@ -101,7 +104,7 @@ def test_valid_messages_become_run_requests(aws: Aws) -> None:
         ),
     )
 
-    ticks = Ticks(aws)
+    ticks = Ticks(aws, db_url)
     result = ticks.tick()
 
     assert isinstance(result, SensorResult)
@@ -125,12 +128,12 @@ def test_valid_messages_become_run_requests(aws: Aws) -> None:
     assert aws.queue_depth() == 0
 
 
-def test_more_than_one_batch_in_a_tick(aws: Aws) -> None:
+def test_more_than_one_batch_in_a_tick(aws: Aws, db_url: str) -> None:
     for sid in range(1, 26):
         aws.sqs.send_message(
             QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": sid})
         )
-    ticks = Ticks(aws)
+    ticks = Ticks(aws, db_url)
     result = ticks.tick()
     assert isinstance(result, SensorResult)
     assert len(result.run_requests or []) == 25
@@ -160,40 +163,42 @@ def test_more_than_one_batch_in_a_tick(aws: Aws) -> None:
         json.dumps({"queueType": "EVENT", "subType": "JOIN_LINK_GENERATION"}),
     ],
 )
-def test_malformed_messages_start_nothing_and_are_removed(aws: Aws, body: str) -> None:
+def test_malformed_messages_start_nothing_and_are_removed(aws: Aws, db_url: str, body: str) -> None:
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=body or " ")
-    assert "1 invalid dropped" in _skipped(_tick(aws))
+    assert "1 invalid dropped" in _skipped(_tick(aws, db_url))
     assert aws.queue_depth() == 0
 
 
-def test_a_poison_message_does_not_block_the_good_ones(aws: Aws) -> None:
+def test_a_poison_message_does_not_block_the_good_ones(aws: Aws, db_url: str) -> None:
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody="{{{")
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": 5}))
-    result = _tick(aws)
+    result = _tick(aws, db_url)
     assert isinstance(result, SensorResult)
     assert [r.tags["jlg/session"] for r in result.run_requests or []] == ["5"]
     assert aws.queue_depth() == 1, "the poison one is gone; the good one waits for its run"
 
 
 def test_flag_off_skips_without_touching_the_queue(
-    aws: Aws, monkeypatch: pytest.MonkeyPatch
+    aws: Aws, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "false")
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": 5}))
-    result = _tick(aws)
+    result = _tick(aws, db_url)
     assert isinstance(result, SkipReason)
     assert "ENABLE_JOIN_LINK_SCHEDULER" in (result.skip_message or "")
     assert aws.queue_depth() == 1
 
 
-def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(aws: Aws) -> None:
+def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(
+    aws: Aws, db_url: str
+) -> None:
     ids = [
         aws.sqs.send_message(
             QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": sid})
         )["MessageId"]
         for sid in range(1, 16)
     ]
-    ticks = Ticks(aws, visibility_timeout_seconds=1)
+    ticks = Ticks(aws, db_url, visibility_timeout_seconds=1)
 
     lost = ticks.tick(lost=True)
     assert isinstance(lost, SensorResult)
@@ -217,12 +222,17 @@ def test_a_lost_tick_loses_nothing_and_a_redelivery_starts_no_second_run(aws: Aw
     assert ticks.runs() == 15
 
 
-def test_sqs_errors_fail_the_tick(aws: Aws) -> None:
-    context = build_sensor_context(
-        instance=DagsterInstance.ephemeral(),
-        resources={"sqs_queue": sqs_queue(aws.queue_url + "-missing")},
-    )
-    with pytest.raises(ClientError, match=r"NonExistentQueue|does not exist"):
+def test_sqs_errors_fail_the_tick(aws: Aws, db_url: str) -> None:
+    with (
+        build_sensor_context(
+            instance=DagsterInstance.ephemeral(),
+            resources={
+                "sqs_queue": sqs_queue(aws.queue_url + "-missing"),
+                "database": database(db_url),
+            },
+        ) as context,
+        pytest.raises(ClientError, match=r"NonExistentQueue|does not exist"),
+    ):
         SENSOR(context)
 
 
@@ -235,7 +245,7 @@ def test_duplicates_get_distinct_run_keys_and_generate_once(
         aws.sqs.send_message(
             QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": sid})
         )
-    result = _tick(aws)
+    result = _tick(aws, db_url)
     assert isinstance(result, SensorResult)
     requests = result.run_requests or []
     assert len({r.run_key for r in requests}) == 3

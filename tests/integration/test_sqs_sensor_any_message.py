@@ -19,7 +19,7 @@ from jlg_pipeline.orchestration.run_requests import covering
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from tests.support import ROOT
-from tests.support.resources import placeholder_job, sqs_queue
+from tests.support.resources import database, placeholder_job, sqs_queue
 from tests.support.web import Aws
 
 # The reference: what a valid message is, written from the contract (docs/design.md "SQS
@@ -107,10 +107,10 @@ def instance(dagster_storage_url: str, tmp_path: Path, monkeypatch: pytest.Monke
     ids=["one-run-per-message", "shared", "defaults"],
 )
 def test_no_message_fails_a_tick_and_every_valid_one_gets_its_run(
-    aws: Aws, instance: DagsterInstance, sharing: RunSharing
+    aws: Aws, db_url: str, instance: DagsterInstance, sharing: RunSharing
 ) -> None:
     sensor = build_sqs_sensor(5, sharing)
-    resources = {"sqs_queue": sqs_queue(aws.queue_url)}
+    resources = {"sqs_queue": sqs_queue(aws.queue_url), "database": database(db_url)}
     state: dict[str, str | None] = {"cursor": None}
 
     def tick() -> SensorResult | SkipReason:

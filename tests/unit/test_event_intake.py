@@ -5,7 +5,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from jlg_pipeline.services.event_intake import acknowledge, drain
+from jlg_pipeline.domain.errors import DatabaseUnavailable
+from jlg_pipeline.services.event_intake import acknowledge, drain, earliest_first
 from tests.support.fakes import FakeQueue
 
 
@@ -152,3 +153,23 @@ def test_a_tick_stops_draining_once_its_budget_is_spent() -> None:
     intake = drain(queue, runs_exist=no_runs, budget_s=5.0, clock=lambda: queue.now)
     assert len(intake.accepted) == 50
     assert len(queue.messages) == 100, "nothing valid deleted"
+
+
+def test_the_accepted_go_earliest_first_or_as_they_came_when_the_database_is_away() -> None:
+    queue = FakeQueue()
+    for sid in [3, 1, 2, 1]:
+        queue.send(_event(sid))
+    accepted = drain(queue, runs_exist=no_runs).accepted
+    asked: list[list[int]] = []
+
+    def by_time(ids: Sequence[int]) -> list[int]:
+        asked.append(list(ids))
+        return sorted(ids, reverse=True)
+
+    def away(ids: Sequence[int]) -> list[int]:
+        raise DatabaseUnavailable("the database did not answer")
+
+    ordered = earliest_first(accepted, by_time)
+    assert [a.event.data.programSessionId for a in ordered] == [3, 2, 1, 1]
+    assert asked == [[3, 1, 2]], "each session asked about once"
+    assert earliest_first(accepted, away) == accepted
