@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from jlg_pipeline.adapters.database import instance_storage_url, normalize_url
+from jlg_pipeline.adapters.database import create_engine, instance_storage_url, normalize_url
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws, connect_moto
 from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.postgres import create_database, drop_database
@@ -176,6 +176,42 @@ def add_sessions(engine: Engine, count: int, *, due: bool) -> list[int]:
     with engine.begin() as conn:
         statement = text(DUE_SESSIONS if due else UNSCHEDULED_SESSIONS)
         return sorted(conn.execute(statement, {"n": count}).scalars())
+
+
+def arm_cohort(engine: Engine, count: int, lead_s: float) -> tuple[list[int], float]:
+    """``count`` sessions of program 1 SCHEDULED for one shared time ``lead_s`` ahead; (ids,
+    that time as Unix seconds, on the database clock)."""
+    with engine.begin() as conn:
+        fire_at = conn.execute(
+            text("SELECT extract(epoch FROM now()) + :lead"), {"lead": lead_s}
+        ).scalar_one()
+        ids = conn.execute(
+            text(
+                "INSERT INTO hdb_program_session"
+                " (program_id, link_generation_at, link_generation_status)"
+                " SELECT 1, to_timestamp(:at), 'SCHEDULED' FROM generate_series(1, :n)"
+                " RETURNING id"
+            ),
+            {"at": float(fire_at), "n": count},
+        ).scalars()
+        return sorted(ids), float(fire_at)
+
+
+def generation_runs(dagster_url: str) -> tuple[int, int]:
+    """(generation runs created, those not yet ended) in a Dagster instance's storage."""
+    engine = create_engine(dagster_url)
+    try:
+        with engine.connect() as conn:
+            created, open_ = conn.execute(
+                text(
+                    "SELECT count(*), count(*) FILTER (WHERE status IN"
+                    " ('QUEUED', 'NOT_STARTED', 'STARTING', 'STARTED', 'CANCELING'))"
+                    " FROM runs WHERE pipeline_name LIKE 'join_link_%generation_job'"
+                )
+            ).one()
+    finally:
+        engine.dispose()
+    return int(created), int(open_)
 
 
 def status_counts(engine: Engine, first_id: int = 1) -> Counter[str]:

@@ -35,9 +35,11 @@ from bench.common import (
     Targets,
     add_registrants,
     all_met,
+    arm_cohort,
     bench_database,
     dagster_env,
     generated_twice,
+    generation_runs,
     group_cpu_seconds,
     group_rss_kib,
     machine,
@@ -79,25 +81,6 @@ class Case:
     queue_empty_s: float = 0.0
 
 
-def _arm(engine: Engine, count: int) -> tuple[list[int], float]:
-    """``count`` sessions SCHEDULED for one shared time LEAD_S ahead; (ids, that time as
-    Unix seconds, on the database clock)."""
-    with engine.begin() as conn:
-        fire_at = conn.execute(
-            text(f"SELECT extract(epoch FROM now() + interval '{LEAD_S} seconds')")
-        ).scalar_one()
-        ids = conn.execute(
-            text(
-                "INSERT INTO hdb_program_session"
-                " (program_id, link_generation_at, link_generation_status)"
-                " SELECT 1, to_timestamp(:at), 'SCHEDULED' FROM generate_series(1, :n)"
-                " RETURNING id"
-            ),
-            {"at": float(fire_at), "n": count},
-        ).scalars()
-        return sorted(ids), float(fire_at)
-
-
 def _attempt_figures(engine: Engine) -> tuple[float, str]:
     """(share of sessions COMPLETED within 2 minutes of their time, completions by trigger)."""
     with engine.connect() as conn:
@@ -113,23 +96,6 @@ def _attempt_figures(engine: Engine) -> tuple[float, str]:
         triggers[trigger] = triggers.get(trigger, 0) + 1
     on_time = sum(1 for _, within in rows if within)
     return on_time / total, ", ".join(f"{t} {n}" for t, n in sorted(triggers.items()))
-
-
-def _runs(dagster_url: str) -> tuple[int, int]:
-    """(runs created, runs not yet ended)."""
-    engine = create_engine(dagster_url)
-    try:
-        with engine.connect() as conn:
-            created, open_ = conn.execute(
-                text(
-                    "SELECT count(*), count(*) FILTER (WHERE status IN"
-                    " ('QUEUED', 'NOT_STARTED', 'STARTING', 'STARTED', 'CANCELING'))"
-                    " FROM runs WHERE pipeline_name LIKE 'join_link_%generation_job'"
-                )
-            ).one()
-    finally:
-        engine.dispose()
-    return int(created), int(open_)
 
 
 def run_case(sessions: int, mode: str, stand_in: str) -> Case:
@@ -157,7 +123,7 @@ def run_case(sessions: int, mode: str, stand_in: str) -> Case:
                 ENABLE_JOIN_LINK_SCHEDULER="true",
                 **MODES[mode],
             )
-            ids, fire_at = _arm(engine, sessions)
+            ids, fire_at = arm_cohort(engine, sessions, LEAD_S)
             children = Children()
             stop = threading.Event()
             peak = 0
@@ -198,7 +164,7 @@ def run_case(sessions: int, mode: str, stand_in: str) -> Case:
                     time.sleep(0.5)
                 case.queue_empty_s = emptied_at - sent_at
                 case.cpu_at_completed = sum(group_cpu_seconds(pgid).values()) - before
-                while _runs(dagster_url)[1] and time.time() < deadline:
+                while generation_runs(dagster_url)[1] and time.time() < deadline:
                     time.sleep(2)
                 case.cpu_at_end = sum(group_cpu_seconds(pgid).values()) - before
             finally:
@@ -208,7 +174,7 @@ def run_case(sessions: int, mode: str, stand_in: str) -> Case:
         case.twice = generated_twice(engine)
         case.within_2_min, case.by_trigger = _attempt_figures(engine)
         engine.dispose()
-        case.runs = _runs(dagster_url)[0]
+        case.runs = generation_runs(dagster_url)[0]
     return case
 
 

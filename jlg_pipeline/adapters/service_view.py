@@ -4,6 +4,7 @@ transaction that locks the row, reads the database's clock and writes what the d
 so callers in every run and process see one budget, one pause and one breaker, and of callers
 arriving together exactly one probes. No connection or lock is held across the call itself."""
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -16,12 +17,14 @@ from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import service_view as view
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.service_view import (
+    MAX_SLOT_WAIT_S,
     Budget,
     Health,
     Turn,
     Verdict,
     ViewState,
     after_call,
+    ask_again_in,
     give_back,
     take_turn,
 )
@@ -46,14 +49,18 @@ class Look:
     def held_until(self) -> datetime | None:
         """Until when no caller may call at all (a pause, or a probe out), or None."""
         state = self.state
-        if state.paused_until is not None and state.paused_until > self.now:
+        if self.paused():
             return state.paused_until
         if state.probing() and state.probe_until is not None and state.probe_until > self.now:
             return state.probe_until
         return None
 
+    def paused(self) -> bool:
+        """Whether a pause the service asked for holds now."""
+        return self.state.paused_until is not None and self.state.paused_until > self.now
+
     def why_held(self) -> str:
-        if self.state.paused_until is not None and self.state.paused_until > self.now:
+        if self.paused():
             return "it asked for a pause"
         return "it is down; a probe is out" if self.state.down else "a probe is out"
 
@@ -77,6 +84,25 @@ class ServiceView:
             "taking a turn at the service",
             lambda state, now: take_turn(state, self.budget, now, self._probe_hold_s),
         )
+
+    def wait_for_turn(self, patience_s: float = MAX_SLOT_WAIT_S) -> Turn:
+        """A turn to call now: its slot of the budget waited for, and asked again while the
+        service holds every caller for a moment (a pause ending, a probe out) for at most
+        ``patience_s`` (domain ``ask_again_in``); a WAIT if none came. No claim is held
+        meanwhile."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            turn = self.take_turn()
+            if turn.calls and turn.wait_s > 0:
+                time.sleep(turn.wait_s)
+                if self.look().paused():
+                    # The service asked for a pause while this caller slept to its slot.
+                    self.give_back(turn)
+                    continue
+            pause = ask_again_in(turn, deadline - time.monotonic())
+            if pause is None:
+                return turn
+            time.sleep(pause)
 
     def give_back(self, turn: Turn) -> None:
         """A turn taken but not used: a probe's hold is freed for the next caller."""

@@ -33,6 +33,8 @@ MAX_SLOT_WAIT_S = 5.0
 then (it holds no claim and no run slot waiting)."""
 DEFAULT_PAUSE_S = 1.0
 """A 429 that says no ``Retry-After``: pause everyone this long."""
+RECHECK_S = 0.25
+"""How often a caller held by a probe that is out asks again: its answer frees everyone."""
 
 
 class Health(StrEnum):
@@ -112,6 +114,15 @@ class ViewState:
         return min(max(budget.burst + behind_s * budget.rate, 0.0), budget.burst)
 
 
+class Hold(StrEnum):
+    """Why a caller may not call now."""
+
+    PAUSE = "the service asked for a pause"
+    PROBE_OUT = "one caller probes"
+    DOWN = "the service is down; one caller probes it"
+    BUDGET = "the rate budget's next free slot"
+
+
 class Verdict(StrEnum):
     CALL = "call"
     PROBE = "probe"
@@ -126,13 +137,34 @@ class Turn:
     at: datetime
     """CALL and PROBE: when to call (now, or a slot at most MAX_SLOT_WAIT_S away). WAIT: not
     before then."""
-    reason: str = ""
+    hold: Hold | None = None
+    """WAIT: why."""
     wait_s: float = 0.0
     """How long from now ``at`` is (the database's clock decided it)."""
 
     @property
     def calls(self) -> bool:
         return self.verdict is not Verdict.WAIT
+
+    @property
+    def reason(self) -> str:
+        return self.hold.value if self.hold else ""
+
+
+def ask_again_in(turn: Turn, patience_s: float) -> float | None:
+    """How long a caller told to wait sleeps before it asks again, given the ``patience_s`` it
+    has left; None: it stops asking, and the session is left for later (it holds no claim).
+    A pause that ends within its patience is waited out, and a probe that is out is asked
+    about every RECHECK_S (its answer frees everyone); a service that is down brings its
+    sessions back itself when it heals, and a budget slot further than MAX_SLOT_WAIT_S is
+    not waited for."""
+    if turn.calls or patience_s <= 0:
+        return None
+    if turn.hold is Hold.PAUSE:
+        return turn.wait_s if turn.wait_s <= patience_s else None
+    if turn.hold is Hold.PROBE_OUT:
+        return min(RECHECK_S, patience_s)
+    return None
 
 
 def take_turn(
@@ -141,18 +173,18 @@ def take_turn(
     """What one caller may do now, and the row after it took that. ``probe_hold_s``: how long
     a probe holds its right (its call's bound and a margin: a prober that dies frees it)."""
 
-    def turn(verdict: Verdict, when: datetime, reason: str = "") -> Turn:
-        return Turn(verdict, when, reason, (when - now).total_seconds())
+    def turn(verdict: Verdict, when: datetime, hold: Hold | None = None) -> Turn:
+        return Turn(verdict, when, hold, (when - now).total_seconds())
 
     if state.paused_until is not None and state.paused_until > now:
-        return turn(Verdict.WAIT, state.paused_until, "the service asked for a pause"), state
+        return turn(Verdict.WAIT, state.paused_until, Hold.PAUSE), state
     probing = state.probing()
     if probing and state.probe_until is not None and state.probe_until > now:
-        reason = "the service is down; one caller probes it" if state.down else "one caller probes"
-        return turn(Verdict.WAIT, state.probe_until, reason), state
+        hold = Hold.DOWN if state.down else Hold.PROBE_OUT
+        return turn(Verdict.WAIT, state.probe_until, hold), state
     slot, next_slot = _slot(state.next_slot_at, budget, now)
     if (slot - now).total_seconds() > MAX_SLOT_WAIT_S:
-        return turn(Verdict.WAIT, slot, "the rate budget's next free slot"), state
+        return turn(Verdict.WAIT, slot, Hold.BUDGET), state
     taken = replace(state, next_slot_at=next_slot)
     if probing:
         held = slot + timedelta(seconds=probe_hold_s)

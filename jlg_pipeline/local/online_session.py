@@ -1,9 +1,11 @@
 """LOCAL ONLY: a stand-in for the online-session service on a real local HTTP server, for
 ``jlg dev --online-session=…`` (a misbehaving service on demand) and the tests and benchmarks
 of the HTTP registrar. It answers bulkRegister as scripted (status, body, delay, a trickling
-answer, Retry-After, an echo of our request, raw bytes), absorbs a repeated Idempotency-Key as
-the real service does, can hold each session's first call until released (a run stopped or
-killed inside bulkRegister), and records what it was sent."""
+answer, Retry-After, an echo of our request, raw bytes, a hang until it heals), absorbs a
+repeated Idempotency-Key as the real service does, can enforce a rate limit of its own (429
+above so many calls a second, as Zoom's registrant APIs do), can hold each session's first call
+until released (a run stopped or killed inside bulkRegister), and records what it was sent and
+what it answered."""
 
 import json
 import threading
@@ -31,6 +33,13 @@ class Answer:
     """Answer with the request's headers in the body, as a careless service might."""
     raw: bytes | None = None
     """When set, these bytes are the whole answer, status line included (a broken one)."""
+    until: threading.Event | None = None
+    """When set, the call hangs (accepted, no answer) until this event is set (the service
+    heals), or HOLD_LIMIT_S; then it is answered as the rest of this answer says."""
+
+
+THROTTLED = Answer(status=429, body=b"{}", headers={"Retry-After": "1"})
+"""What a call over the stand-in's own limit gets."""
 
 
 @dataclass
@@ -41,7 +50,12 @@ class OnlineSessionService:
     """Answers used first, one per call; ``answer`` once it is empty."""
     hold_first_call: bool = False
     """Hold each session's first call until :meth:`release` (or HOLD_LIMIT_S)."""
+    limit_per_s: float | None = None
+    """The service's own limit, R calls a second: a token bucket refilled at R a second and
+    holding R (one second's worth); a call finding it empty is answered 429 with
+    ``Retry-After: 1``, whatever ``answer`` says."""
     received: list[dict[str, Any]] = field(default_factory=list)
+    """Each call: its path, headers, body, arrival (``at``, monotonic) and ``status``."""
     jobs: dict[str, str] = field(default_factory=dict)
     """Idempotency-Key -> the job its first successful call started: a later call with the
     key gets that job back, as the real service absorbs a repeat."""
@@ -49,6 +63,8 @@ class OnlineSessionService:
     _arrived: dict[int, threading.Event] = field(default_factory=dict)
     _released: dict[int, threading.Event] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tokens: float | None = None
+    _refilled_at: float = 0.0
 
     @property
     def calls(self) -> int:
@@ -73,6 +89,17 @@ class OnlineSessionService:
             self.received.append(request)
             call = self._calls[session_id] = self._calls.get(session_id, 0) + 1
             answer = self.queue.pop(0) if self.queue else self.answer
+            if self.limit_per_s is not None:
+                full = self.limit_per_s
+                tokens = self._tokens if self._tokens is not None else full
+                tokens = min(full, tokens + (request["at"] - self._refilled_at) * full)
+                self._refilled_at = request["at"]
+                if tokens >= 1:
+                    tokens -= 1
+                else:
+                    answer = THROTTLED
+                self._tokens = tokens
+            request["status"] = answer.status
         if self.hold_first_call and call == 1:
             self._event(self._arrived, session_id).set()
             self._event(self._released, session_id).wait(HOLD_LIMIT_S)
@@ -95,6 +122,8 @@ def _handler(service: OnlineSessionService) -> type[BaseHTTPRequestHandler]:
                 "at": time.monotonic(),
             }
             call, answer = service._take(request, session_id)
+            if answer.until is not None:
+                answer.until.wait(HOLD_LIMIT_S)
             body = answer.body
             if body is None:
                 key = self.headers.get("Idempotency-Key")

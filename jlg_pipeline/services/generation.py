@@ -44,7 +44,6 @@ from jlg_pipeline.domain.models import (
 )
 from jlg_pipeline.domain.retries import retry_wait_s
 from jlg_pipeline.domain.service_view import (
-    MAX_SLOT_WAIT_S,
     Health,
     Turn,
     ViewState,
@@ -121,17 +120,13 @@ def generate_for_session(
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
     view = view or ServiceView(repository.engine)
-    turn = view.take_turn()
+    turn = view.wait_for_turn()
     if not turn.calls:
         # Nothing claimed, nothing called: the watchdog comes back for it then (a SCHEDULED
         # session, or a FAILED one whose wait is over).
         reason = f"{turn.reason}; not before {turn.at.isoformat()}"
         log_event(logger, logging.INFO, "generation.held", **fields, reason=reason)
         return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
-    if turn.wait_s > 0:
-        # The budget's slot, at most MAX_SLOT_WAIT_S away; no claim is held meanwhile.
-        time.sleep(min(turn.wait_s, MAX_SLOT_WAIT_S))
-
     claim = repository.claim(session_id, trigger, run_id)
     resumed = claim is None and run_id is not None
     if resumed:

@@ -349,8 +349,9 @@ def _http_run(db_url: str, url: str, sid: int, timeout_s: float = 5.0) -> Any:
 
 
 def test_a_retry_after_pauses_every_caller_for_that_long(engine: Engine, db_url: str) -> None:
-    """A 429 with Retry-After: the session waits that long, and so does every other one:
-    the next run does not call the service until the pause is over, then one run probes."""
+    """A 429 with Retry-After: the session waits that long, and so does every other one: the
+    next run does not call the service until the pause is over (a pause this short it waits
+    out, holding no claim; a longer one leaves the session for then: test_service_view)."""
     sid, other = create_session(engine), create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     force_state(engine, other, S.SCHEDULED)
@@ -359,22 +360,16 @@ def test_a_retry_after_pauses_every_caller_for_that_long(engine: Engine, db_url:
         first = _http_run(db_url, service.url, sid)
         retry_in = _retry_in(engine, sid)
         paused = _http_run(db_url, service.url, other)
-        calls_during_pause = service.calls
-        time.sleep(2.1)
-        after = _http_run(db_url, service.url, other)
     assert not first.success
     assert retry_in is not None
     # Held by the service, not by its own backoff: due again the moment the pause is over
     # (the watchdog launches nothing while it holds).
     assert retry_in <= 2
-    assert paused.success, "a paused call is a skip, not a failure"
-    metadata = _metadata(paused, "generate_join_links")
-    assert metadata["outcome"] == "skipped"
-    assert "asked for a pause; not before" in metadata["reason"]
-    assert calls_during_pause == 1, "nothing called the service during the pause"
+    assert paused.success
+    assert _metadata(paused, "generate_join_links")["outcome"] == "completed"
+    throttled, called = (call["at"] for call in service.received)
+    assert called - throttled >= 1.9, "nothing called the service during the pause"
     assert session_row(engine, other)["link_generation_status"] == S.COMPLETED.value
-    assert after.success
-    assert service.calls == 2
 
 
 def test_408_backs_off_without_pausing_the_others(engine: Engine, db_url: str) -> None:

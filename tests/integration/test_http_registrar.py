@@ -3,6 +3,7 @@ classification, the overall deadline, the answer cap, and what its errors may sa
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 
@@ -101,6 +102,38 @@ def test_a_slow_answer_hits_the_deadline(service: OnlineSessionService) -> None:
     ):
         registrar.bulk_register(BulkRegisterRequest(1))
     assert time.monotonic() - started < 2.0
+
+
+def test_the_stand_in_keeps_its_own_rate_limit(service: OnlineSessionService) -> None:
+    """Over its limit (here 5 calls in any second) it answers 429 with Retry-After 1, as the
+    bench needs of a service with limits; what it refused does not count against it."""
+    service.limit_per_s = 5
+    outcomes = []
+    with _registrar(service.url) as registrar:
+        for sid in range(1, 9):
+            try:
+                registrar.bulk_register(BulkRegisterRequest(sid))
+                outcomes.append("ok")
+            except RegistrarUnavailable as exc:
+                outcomes.append(f"{exc.retry_after_s:g}")
+        time.sleep(1.05)
+        registrar.bulk_register(BulkRegisterRequest(9))
+    assert outcomes == ["ok"] * 5 + ["1"] * 3
+    assert [c["status"] for c in service.received] == [200] * 5 + [429] * 3 + [200]
+
+
+def test_a_hung_stand_in_answers_once_it_heals(service: OnlineSessionService) -> None:
+    """A call abandoned at its bound started the job; asked again under the same key once the
+    service heals, the answer is that job."""
+    healed = threading.Event()
+    service.answer = Answer(until=healed)
+    request = BulkRegisterRequest(1, idempotency_key="join-link-1@2026-12-05T12:00:00Z")
+    with _registrar(service.url, timeout_s=0.5) as registrar:
+        with pytest.raises(RegistrarUnavailable, match="deadline"):
+            registrar.bulk_register(request)
+        threading.Timer(0.3, healed.set).start()
+        assert registrar.bulk_register(request).job_id == "job-1-1"
+    assert service.calls == 2
 
 
 def test_a_trickling_answer_hits_the_overall_deadline(service: OnlineSessionService) -> None:

@@ -6,6 +6,7 @@ and the gate that follows it: a caller whose turn is not now claims nothing, and
 service as a whole held is due again the moment the service is."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -247,6 +248,67 @@ def test_a_429_pauses_the_service_and_no_session_calls_until_it_is_over(
         GenerationResult.COMPLETED
     ] * 5
     assert ServiceView(engine).look().state.paused_until is None, "the probe's answer ended it"
+
+
+class BrieflyThrottled(RecordingRegistrar):
+    """The first call: 429 with Retry-After 1. Later ones answer after 0.3 s, each noting
+    when it began and ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spans: list[tuple[float, float]] = []
+
+    def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+        with self._lock:
+            first = not self.calls
+            self.calls.append(request)
+        if first:
+            raise RegistrarUnavailable("bulkRegister answered 429", retry_after_s=1, throttled=True)
+        began = time.monotonic()
+        time.sleep(0.3)
+        with self._lock:
+            self.spans.append((began, time.monotonic()))
+        return BulkRegisterResult(f"job-{request.session_id}", 3)
+
+
+def test_callers_wait_out_a_short_pause_and_the_probe_then_all_call(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """A pause that ends within a caller's patience, and the probe after it, are waited for
+    (no claim held): the sessions are called then, not left for the watchdog."""
+    sids = _due(engine, 6)
+    registrar = BrieflyThrottled()
+    assert _generate(repository, registrar, sids[0]) == 0
+    paused_at = time.monotonic()
+
+    with ThreadPoolExecutor(5) as pool:
+        results = list(pool.map(lambda sid: _generate(repository, registrar, sid), sids[1:]))
+
+    assert results == [GenerationResult.COMPLETED] * 5
+    spans = sorted(registrar.spans)
+    assert spans[0][0] >= paused_at + 0.9, "nobody called inside the pause"
+    assert all(began >= spans[0][1] for began, _ in spans[1:]), "the probe answered first"
+    assert len(registrar.calls) == 6
+
+
+def test_a_pause_that_begins_while_a_caller_sleeps_to_its_slot_is_kept(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    [sid] = _due(engine, 1)
+    view = ServiceView(engine, Budget(rate=2, burst=1))
+    other = view.take_turn()  # the slot now: this session's is half a second away
+    registrar = BrieflyThrottled()
+    registrar.calls.append(BulkRegisterRequest(sid))  # its first call is over: it answers
+    began = time.monotonic()
+    threading.Timer(0.2, lambda: view.report(Health.THROTTLED, 1.0, other)).start()
+
+    outcome = generate_for_session(
+        sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+    )
+
+    assert outcome.result is GenerationResult.COMPLETED
+    [(called, _)] = registrar.spans
+    assert called - began >= 1.1, "not at its slot (0.5 s) but after the pause (0.2 + 1 s)"
 
 
 def test_the_breaker_holds_every_session_while_the_service_is_down_and_the_first_answer_frees_them(

@@ -15,12 +15,15 @@ from jlg_pipeline.domain.service_view import (
     BREAKER_FAILURES,
     MAX_SLOT_WAIT_S,
     PROBE_EVERY_S,
+    RECHECK_S,
     Budget,
     Health,
+    Hold,
     Turn,
     Verdict,
     ViewState,
     after_call,
+    ask_again_in,
     give_back,
     health_of,
     held_by_the_service,
@@ -215,3 +218,27 @@ class SharedView(RuleBasedStateMachine):
 
 TestSharedView = SharedView.TestCase
 TestSharedView.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+@given(
+    patience=st.floats(min_value=-1, max_value=10),
+    wait=st.floats(min_value=0, max_value=60),
+)
+def test_a_held_caller_asks_again_only_while_the_hold_may_end_within_its_patience(
+    patience: float, wait: float
+) -> None:
+    def held(hold: Hold) -> Turn:
+        return Turn(Verdict.WAIT, at(wait), hold, wait)
+
+    for verdict in (Verdict.CALL, Verdict.PROBE):
+        assert ask_again_in(Turn(verdict, at(0)), patience) is None, "it calls"
+    assert ask_again_in(held(Hold.DOWN), patience) is None, "the heal brings it back"
+    assert ask_again_in(held(Hold.BUDGET), patience) is None, "a far slot is not waited for"
+    pause = ask_again_in(held(Hold.PAUSE), patience)
+    probe = ask_again_in(held(Hold.PROBE_OUT), patience)
+    if patience <= 0:
+        assert pause is None
+        assert probe is None
+    else:
+        assert pause == (wait if wait <= patience else None)
+        assert probe == min(RECHECK_S, patience)

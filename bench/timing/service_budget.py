@@ -1,0 +1,345 @@
+"""The online-session service's shared view under load (docs/design.md "The online-session
+service: one shared view"): a cohort of N sessions sharing one time, its events on SQS at that
+time, through the real dagster-daemon (SQS sensor, shared runs, the watchdog) and the HTTP
+registrar, against the local stand-in keeping a limit of its own: a call arriving when R were
+taken in the last second is answered 429 with ``Retry-After: 1``. Each case gets fresh
+databases, a fresh moto server (SQS whose receive costs the same at any depth) and a fresh
+daemon; the rest is the default configuration.
+
+    .venv/bin/python -m bench.timing.service_budget [--sessions 2000] [--rate 25] [--fault 180]
+        [--cases budget,defaults,hung,failing,unlimited] [--strict]
+
+Cases: ``budget`` (``JLG_ONLINE_SESSION_RATE=R``), ``defaults`` (no budget: the service's
+429s are the only brake), ``hung`` and ``failing`` (the budget on; from FAULT_AT_S after the
+time, for ``--fault`` seconds, the service accepts calls and answers none until it heals /
+answers 503), and ``unlimited`` (no budget and no limit at the service: the CPU baseline).
+Targets (the issue's): with the budget, no 429, an achieved rate ≥ 0.95 R while the cohort
+drains, all COMPLETED within N/R + 30 s of the time and no session called more than 5 s after
+a later-timed one; by default, all COMPLETED within 2N/R + 60 s, no call inside a
+``Retry-After`` window and none FAILED; after a fault, all COMPLETED within 30 s of the heal
+plus what the budget needs for the sessions left then; the budget's CPU per session within
+1.1x the unlimited cohort's; in every case, no cycle with two jobs.
+"""
+
+import argparse
+import json
+import math
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from bench.common import (
+    Targets,
+    add_registrants,
+    all_met,
+    arm_cohort,
+    bench_database,
+    dagster_env,
+    group_cpu_seconds,
+    machine,
+    moto_process,
+    start_daemon,
+    status_counts,
+    strict_option,
+    table,
+)
+from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.domain.messages import build_message
+from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
+from jlg_pipeline.local.stack import Children
+
+CASES = ("budget", "defaults", "hung", "failing", "unlimited")
+LEAD_S = 25
+"""The time lies this far ahead when the cohort is armed: the daemon is up by then."""
+FAULT_AT_S = 20
+"""A fault begins this long after the time, while the cohort drains."""
+CASE_LIMIT_S = 20 * 60
+IN_FLIGHT_S = 0.25
+"""A call that arrives this soon after a 429 took its turn before the pause was recorded: in
+flight, not a call made inside the window."""
+TOKEN = "bench-service-token"  # noqa: S105 - the local stand-in's
+
+
+@dataclass
+class Case:
+    name: str
+    sessions: int
+    rate: float
+    completed: int = 0
+    failed: int = 0
+    all_completed_s: float = float("nan")
+    throttled: int = 0
+    calls: int = 0
+    achieved_rate: float = float("nan")
+    time_order_s: float = float("nan")
+    inside_retry_after: int = 0
+    heal_s: float = float("nan")
+    left_at_heal: int = 0
+    after_heal_s: float = float("nan")
+    cpu_per_session: float = float("nan")
+    twice: int = 0
+    verdicts: list[str] = field(default_factory=list)
+
+
+def _settings(case: str, rate: float) -> dict[str, str]:
+    return {} if case in ("defaults", "unlimited") else {"JLG_ONLINE_SESSION_RATE": f"{rate:g}"}
+
+
+def _send(aws_sqs: object, queue_url: str, ids: list[int]) -> None:
+    bodies = [json.dumps(build_message(sid, None)) for sid in ids]
+    for first in range(0, len(bodies), 10):
+        aws_sqs.send_message_batch(  # type: ignore[attr-defined]
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(i), "MessageBody": body}
+                for i, body in enumerate(bodies[first : first + 10])
+            ],
+        )
+
+
+def _fault(service: OnlineSessionService, case: str, fault_s: float, began: list[float]) -> None:
+    """From FAULT_AT_S after the time, the service hangs or fails for ``fault_s``; then heals.
+    ``began`` gets the heal's monotonic time."""
+    healed = threading.Event()
+    service.answer = Answer(until=healed) if case == "hung" else Answer(status=503, body=b"{}")
+    time.sleep(fault_s)
+    service.answer = Answer()
+    healed.set()
+    began.append(time.monotonic())
+
+
+def _completions(engine: Engine) -> tuple[float | None, int]:
+    """(the last COMPLETED attempt's end as Unix seconds, cycles with more than one job)."""
+    with engine.connect() as conn:
+        last = conn.execute(
+            text(
+                "SELECT extract(epoch FROM max(finished_at)) FROM jlg_generation_attempt"
+                " WHERE outcome = 'COMPLETED'"
+            )
+        ).scalar_one()
+        twice = conn.execute(
+            text(
+                "SELECT count(*) FROM (SELECT 1 FROM jlg_generation_attempt"
+                " WHERE job_id IS NOT NULL GROUP BY program_session_id, link_generation_at"
+                " HAVING count(DISTINCT job_id) > 1) AS d"
+            )
+        ).scalar_one()
+    return (float(last) if last is not None else None), int(twice)
+
+
+def _times(engine: Engine) -> dict[int, float]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT id, extract(epoch FROM link_generation_at) FROM hdb_program_session")
+        ).all()
+    return {int(sid): float(at) for sid, at in rows}
+
+
+def _time_order_s(first_call: dict[int, float], times: dict[int, float]) -> float:
+    """The most any session was first called after a session with a later time was."""
+    by_time: dict[float, list[float]] = {}
+    for sid, at in first_call.items():
+        by_time.setdefault(times[sid], []).append(at)
+    worst = 0.0
+    earliest_later = float("inf")
+    for moment in sorted(by_time, reverse=True):
+        worst = max(worst, max(by_time[moment]) - earliest_later)
+        earliest_later = min(earliest_later, min(by_time[moment]))
+    return worst
+
+
+def _calls_inside_retry_after(received: list[dict[str, Any]]) -> int:
+    """Calls that arrived inside a Retry-After window the service had answered, less those
+    already in flight (IN_FLIGHT_S)."""
+    arrivals = sorted(float(c["at"]) for c in received)
+    windows = [float(c["at"]) for c in received if c.get("status") == 429]
+    inside = 0
+    for at in arrivals:
+        if any(w + IN_FLIGHT_S < at < w + 1.0 for w in windows):
+            inside += 1
+    return inside
+
+
+def run_case(name: str, sessions: int, rate: float, fault_s: float) -> Case:
+    case = Case(name, sessions, rate)
+    with (
+        bench_database("jlg_bench_budget") as url,
+        bench_database("jlg_bench_budget_dagster", migrated=False) as dagster_url,
+        moto_process("depth-free") as aws,
+        online_session_service() as service,
+        tempfile.TemporaryDirectory(prefix="jlg-bench-budget-", ignore_cleanup_errors=True) as d,
+    ):
+        home = Path(d)
+        engine = create_engine(url)
+        add_registrants(engine, 20)
+        service.limit_per_s = None if name == "unlimited" else rate
+        env = dagster_env(
+            home,
+            dagster_url,
+            url,
+            **aws.env,
+            JLG_SQS_QUEUE_URL=aws.queue_url,
+            JLG_REGISTRAR="http",
+            JLG_ONLINE_SESSION_URL=service.url,
+            JLG_ONLINE_SESSION_TOKEN=TOKEN,
+            ENABLE_JOIN_LINK_SCHEDULER="true",
+            **_settings(name, rate),
+        )
+        ids, fire_at = arm_cohort(engine, sessions, LEAD_S)
+        children = Children()
+        healed: list[float] = []
+        try:
+            pgid = start_daemon(children, env, home / "daemon.log")
+            time.sleep(max(fire_at - time.time(), 0))
+            cpu_before = sum(group_cpu_seconds(pgid).values())
+            clock_offset = time.time() - time.monotonic()
+            _send(aws.client("sqs"), aws.queue_url, ids)
+            if name in ("hung", "failing"):
+                time.sleep(max(fire_at + FAULT_AT_S - time.time(), 0))
+                threading.Thread(
+                    target=_fault, args=(service, name, fault_s, healed), daemon=True
+                ).start()
+            deadline = fire_at + CASE_LIMIT_S + fault_s
+            while time.time() < deadline and not children.exited():
+                completed = status_counts(engine)["COMPLETED"]
+                if healed and math.isnan(case.heal_s):
+                    case.heal_s = healed[0] + clock_offset - fire_at
+                    case.left_at_heal = sessions - completed
+                if completed >= sessions:
+                    break
+                time.sleep(0.5)
+            case.cpu_per_session = (sum(group_cpu_seconds(pgid).values()) - cpu_before) / sessions
+        finally:
+            children.stop()
+        counts = status_counts(engine)
+        case.completed, case.failed = counts["COMPLETED"], counts["FAILED"]
+        last, case.twice = _completions(engine)
+        if last is not None and case.completed == sessions:
+            case.all_completed_s = last - fire_at
+            if not math.isnan(case.heal_s):
+                case.after_heal_s = case.all_completed_s - case.heal_s
+        received = list(service.received)
+        case.calls = len(received)
+        case.throttled = sum(1 for c in received if c.get("status") == 429)
+        arrivals = sorted(float(c["at"]) for c in received)
+        if len(arrivals) > 1:
+            case.achieved_rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
+        first_call: dict[int, float] = {}
+        for c in received:
+            sid = (c.get("json") or {}).get("sessionId")
+            if isinstance(sid, int):
+                first_call.setdefault(sid, float(c["at"]))
+        case.time_order_s = _time_order_s(first_call, _times(engine))
+        case.inside_retry_after = _calls_inside_retry_after(received)
+        engine.dispose()
+    return case
+
+
+def _judge(case: Case, targets: Targets) -> str:
+    n, r, name = case.sessions, case.rate, case.name
+    verdicts = [
+        targets.at_most(f"{name}: not COMPLETED", n - case.completed, 0),
+        targets.at_most(f"{name}: cycles with two jobs", case.twice, 0),
+    ]
+    if name == "budget":
+        verdicts += [
+            targets.at_most(f"{name}: 429 answers", case.throttled, 0),
+            targets.at_least(f"{name}: achieved rate", case.achieved_rate, 0.95 * r),
+            targets.at_most(f"{name}: all COMPLETED after (s)", case.all_completed_s, n / r + 30),
+            targets.at_most(f"{name}: called after a later-timed one (s)", case.time_order_s, 5),
+        ]
+    elif name == "defaults":
+        verdicts += [
+            targets.at_most(
+                f"{name}: all COMPLETED after (s)", case.all_completed_s, 2 * n / r + 60
+            ),
+            targets.at_most(f"{name}: calls inside Retry-After", case.inside_retry_after, 0),
+            targets.at_most(f"{name}: FAILED", case.failed, 0),
+        ]
+    elif name in ("hung", "failing"):
+        verdicts += [
+            targets.at_most(
+                f"{name}: all COMPLETED after the heal (s)",
+                case.after_heal_s,
+                30 + case.left_at_heal / r,
+            ),
+            targets.at_most(f"{name}: FAILED", case.failed, 0),
+        ]
+    return all_met(verdicts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=2000)
+    parser.add_argument("--rate", type=float, default=25.0, help="R: the service's limit")
+    parser.add_argument("--fault", type=float, default=180.0, help="seconds hung or failing")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    strict_option(parser)
+    args = parser.parse_args()
+    names = args.cases.split(",")
+    unknown = set(names) - set(CASES)
+    if unknown:
+        parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
+    targets = Targets()
+    cases = [run_case(name, args.sessions, args.rate, args.fault) for name in names]
+    n, r = args.sessions, args.rate
+    table(
+        f"{n} sessions sharing a time, the service limited to {r:g} calls/s, through the "
+        f"real daemon ({machine()}); faults of {args.fault:g} s from {FAULT_AT_S} s after "
+        f"the time. Targets: budget ≤ {n / r + 30:g} s, no 429, ≥ {0.95 * r:g} calls/s, "
+        f"order ≤ 5 s; defaults ≤ {2 * n / r + 60:g} s, 0 inside Retry-After, 0 FAILED; "
+        "faults ≤ 30 s after the heal + left/R",
+        [
+            (
+                c.name,
+                f"{c.completed}/{c.sessions}",
+                f"{c.all_completed_s:.0f} s",
+                str(c.calls),
+                str(c.throttled),
+                f"{c.achieved_rate:.1f}",
+                f"{c.time_order_s:.1f} s",
+                str(c.inside_retry_after),
+                str(c.failed),
+                "" if math.isnan(c.heal_s) else f"{c.heal_s:.0f} s / {c.left_at_heal}",
+                "" if math.isnan(c.after_heal_s) else f"{c.after_heal_s:.0f} s",
+                f"{c.cpu_per_session:.3f}",
+                str(c.twice),
+                _judge(c, targets),
+            )
+            for c in cases
+        ],
+        (
+            "case",
+            "COMPLETED",
+            "all COMPLETED after the time",
+            "calls",
+            "429s",
+            "calls/s",
+            "called after a later-timed one",
+            "inside Retry-After",
+            "FAILED",
+            "healed at / left then",
+            "all COMPLETED after the heal",
+            "CPU-s/session",
+            "two jobs",
+            "",
+        ),
+    )
+    by_name = {c.name: c for c in cases}
+    if "budget" in by_name and "unlimited" in by_name:
+        ratio = by_name["budget"].cpu_per_session / by_name["unlimited"].cpu_per_session
+        table(
+            "The budget's cost: CPU-s per session, budget over unlimited",
+            [(f"{ratio:.2f}x", "≤ 1.1x", targets.at_most("budget: CPU ratio", ratio, 1.1))],
+            ("ratio", "target", ""),
+        )
+    targets.finish(args.strict)
+
+
+if __name__ == "__main__":
+    main()
