@@ -7,12 +7,14 @@ databases, a fresh moto server (SQS whose receive costs the same at any depth) a
 daemon; the rest is the default configuration.
 
     .venv/bin/python -m bench.timing.service_budget [--sessions 2000] [--rate 25] [--fault 180]
-        [--cases budget,defaults,hung,failing,unlimited] [--strict]
+        [--cases budget,budget-burst-1,defaults,hung,failing,unlimited] [--strict]
 
-Cases: ``budget`` (``JLG_ONLINE_SESSION_RATE=R``), ``defaults`` (no budget: the service's
-429s are the only brake), ``hung`` and ``failing`` (the budget on; from FAULT_AT_S after the
-time, for ``--fault`` seconds, the service accepts calls and answers none until it heals /
-answers 503), and ``unlimited`` (no budget and no limit at the service: the CPU baseline).
+Cases: ``budget`` (``JLG_ONLINE_SESSION_RATE=R``, the burst its default, one second's
+worth), ``budget-burst-1`` (the same, ``JLG_ONLINE_SESSION_BURST=1``), ``defaults`` (no
+budget: the service's 429s are the only brake), ``hung`` and ``failing`` (the budget on; from
+FAULT_AT_S after the time, for ``--fault`` seconds, the service accepts calls and answers none
+until it heals / answers 503), and ``unlimited`` (no budget and no limit at the service: the
+CPU baseline).
 Targets (the issue's): with the budget, no 429, an achieved rate ≥ 0.95 R while the cohort
 drains, all COMPLETED within N/R + 30 s of the time and no session called more than 5 s after
 a later-timed one; by default, all COMPLETED within 2N/R + 60 s, no call inside a
@@ -53,7 +55,7 @@ from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
 
-CASES = ("budget", "defaults", "hung", "failing", "unlimited")
+CASES = ("budget", "budget-burst-1", "defaults", "hung", "failing", "unlimited")
 LEAD_S = 25
 """The time lies this far ahead when the cohort is armed: the daemon is up by then."""
 FAULT_AT_S = 20
@@ -87,7 +89,10 @@ class Case:
 
 
 def _settings(case: str, rate: float) -> dict[str, str]:
-    return {} if case in ("defaults", "unlimited") else {"JLG_ONLINE_SESSION_RATE": f"{rate:g}"}
+    if case in ("defaults", "unlimited"):
+        return {}
+    burst = {"JLG_ONLINE_SESSION_BURST": "1"} if case == "budget-burst-1" else {}
+    return {"JLG_ONLINE_SESSION_RATE": f"{rate:g}", **burst}
 
 
 def _send(aws_sqs: object, queue_url: str, ids: list[int]) -> None:
@@ -246,7 +251,7 @@ def _judge(case: Case, targets: Targets) -> str:
         targets.at_most(f"{name}: not COMPLETED", n - case.completed, 0),
         targets.at_most(f"{name}: cycles with two jobs", case.twice, 0),
     ]
-    if name == "budget":
+    if name.startswith("budget"):
         verdicts += [
             targets.at_most(f"{name}: 429 answers", case.throttled, 0),
             targets.at_least(f"{name}: achieved rate", case.achieved_rate, 0.95 * r),

@@ -77,6 +77,8 @@ WARM_UP_S = 45.0
 QUIET_TAIL_S = 150.0
 """No fault and no arming in the last part of the timeline: the last sessions come due."""
 RETRY_AFTER_S = 20
+LIMITED_PER_S = 1.0
+"""The service's own limit while it is rate-limited: a call a second."""
 POISON = [
     "not json",
     json.dumps({"programSessionId": "seven"}),
@@ -99,6 +101,9 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "service 429": (30, 180),
     "service 5xx": (30, 120),
     "service garbage": (30, 120),
+    "service rate-limited": (30, 180),
+    "service hung": (20, 120),
+    "service failing for one session": (30, 180),
     "daemon group killed": (10, 40),
     "a run worker killed": (0, 0),
     "the code server killed": (0, 0),
@@ -257,6 +262,23 @@ def inflict(fault: Fault, system: System, record: Record, stop: threading.Event)
         for pid in code_server_pids(system.daemon_group):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+    elif fault.kind == "service rate-limited":
+        system.service.limit_per_s = LIMITED_PER_S
+        stop.wait(fault.duration)
+        system.service.limit_per_s = None
+    elif fault.kind == "service hung":
+        healed = threading.Event()
+        system.service.answer = Answer(until=healed)
+        stop.wait(fault.duration)
+        system.service.answer = Answer()
+        healed.set()
+    elif fault.kind == "service failing for one session":
+        session = _next_due(record)
+        if session is not None:
+            record.note(f"the service fails every call for session {session}")
+            system.service.for_session[session] = Answer(status=500, body=b"{}")
+            stop.wait(fault.duration)
+            system.service.for_session.pop(session, None)
     elif fault.kind in SERVICE_ANSWERS:
         answers = SERVICE_ANSWERS[fault.kind]
         until = time.monotonic() + fault.duration
@@ -330,6 +352,18 @@ def admin(
             when, session = retry.pop(0)
             stop.wait(max(when - record.now(), 0))
             arm(session)
+
+
+def _next_due(record: Record) -> int | None:
+    """The armed session whose time comes next."""
+    with record.lock:
+        last: dict[int, Arming] = {}
+        for arming in record.armings:
+            if arming.status == 200:
+                last[arming.session] = arming
+    now = datetime.now(UTC)
+    coming = sorted((a.at, s) for s, a in last.items() if a.at > now)
+    return coming[0][1] if coming else None
 
 
 def _rearmable(record: Record) -> int | None:

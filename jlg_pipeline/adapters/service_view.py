@@ -86,7 +86,7 @@ class ServiceView:
         )
 
     def wait_for_turn(self, patience_s: float = MAX_SLOT_WAIT_S) -> Turn:
-        """A turn to call now: its slot of the budget waited for, and asked again while the
+        """A turn to call now: its slot of the budget slept to, and asked again while the
         service holds every caller for a moment (a pause ending, a probe out) for at most
         ``patience_s`` (domain ``ask_again_in``); a WAIT if none came. No claim is held
         meanwhile."""
@@ -95,14 +95,24 @@ class ServiceView:
             turn = self.take_turn()
             if turn.calls and turn.wait_s > 0:
                 time.sleep(turn.wait_s)
-                if self.look().paused():
-                    # The service asked for a pause while this caller slept to its slot.
-                    self.give_back(turn)
-                    continue
             pause = ask_again_in(turn, deadline - time.monotonic())
             if pause is None:
                 return turn
             time.sleep(pause)
+
+    def pause_before_the_call(self, patience_s: float = MAX_SLOT_WAIT_S) -> datetime | None:
+        """Right before a call: a pause the service asked for after this caller's turn is
+        waited out when it ends within ``patience_s``; a longer one's end is returned (the
+        call is not to be made). None: call now."""
+        look = self.look()
+        if not look.paused():
+            return None
+        assert look.state.paused_until is not None
+        wait_s = (look.state.paused_until - look.now).total_seconds()
+        if wait_s > patience_s:
+            return look.state.paused_until
+        time.sleep(wait_s)
+        return None
 
     def give_back(self, turn: Turn) -> None:
         """A turn taken but not used: a probe's hold is freed for the next caller."""

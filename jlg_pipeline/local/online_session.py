@@ -48,6 +48,9 @@ class OnlineSessionService:
     answer: Answer = field(default_factory=Answer)
     queue: list[Answer] = field(default_factory=list)
     """Answers used first, one per call; ``answer`` once it is empty."""
+    for_session: dict[int, Answer] = field(default_factory=dict)
+    """What the calls for these sessions get, before ``queue`` and ``answer`` (a service
+    failing for one session only)."""
     hold_first_call: bool = False
     """Hold each session's first call until :meth:`release` (or HOLD_LIMIT_S)."""
     limit_per_s: float | None = None
@@ -88,7 +91,10 @@ class OnlineSessionService:
         with self._lock:
             self.received.append(request)
             call = self._calls[session_id] = self._calls.get(session_id, 0) + 1
-            answer = self.queue.pop(0) if self.queue else self.answer
+            if session_id in self.for_session:
+                answer = self.for_session[session_id]
+            else:
+                answer = self.queue.pop(0) if self.queue else self.answer
             if self.limit_per_s is not None:
                 full = self.limit_per_s
                 tokens = self._tokens if self._tokens is not None else full
@@ -122,17 +128,18 @@ def _handler(service: OnlineSessionService) -> type[BaseHTTPRequestHandler]:
                 "at": time.monotonic(),
             }
             call, answer = service._take(request, session_id)
+            # The job starts when the call arrives, whenever (if ever) its answer leaves.
+            key = self.headers.get("Idempotency-Key")
+            with service._lock:
+                job = service.jobs.get(key) if key else None
+                if job is None:
+                    job = f"job-{session_id}-{call}"
+                    if key and answer.status == 200:
+                        service.jobs[key] = job
             if answer.until is not None:
                 answer.until.wait(HOLD_LIMIT_S)
             body = answer.body
             if body is None:
-                key = self.headers.get("Idempotency-Key")
-                with service._lock:
-                    job = service.jobs.get(key) if key else None
-                    if job is None:
-                        job = f"job-{session_id}-{call}"
-                        if key and answer.status == 200:
-                            service.jobs[key] = job
                 body = json.dumps({"jobId": job, "total": 10}).encode()
             if answer.echo_request:
                 body = json.dumps(

@@ -148,6 +148,17 @@ def generate_for_session(
         batch_size=request.batch_size,
         idempotency_key=request.idempotency_key,
     )
+    paused_until = view.pause_before_the_call()
+    if paused_until is not None:
+        # The service asked for a pause after this caller's turn: not called, and due again
+        # when the pause ends (held by the service, not by a backoff of its own).
+        not_called = RegistrarUnavailable(
+            "not called: the service asked for a pause until "
+            f"{paused_until.isoformat()} after this call's turn",
+            throttled=True,
+        )
+        view.give_back(turn)
+        raise _failed(repository, claim, trigger, not_called)
     with lease(repository, claim):
         try:
             result = registrar.bulk_register(request)

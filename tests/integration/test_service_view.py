@@ -311,6 +311,27 @@ def test_a_pause_that_begins_while_a_caller_sleeps_to_its_slot_is_kept(
     assert called - began >= 1.1, "not at its slot (0.5 s) but after the pause (0.2 + 1 s)"
 
 
+def test_a_long_pause_that_begins_after_a_callers_turn_stops_its_call(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """Its claim is given up as held by the service (due again when the pause ends); the
+    service is not called."""
+    [sid] = _due(engine, 1)
+    view = ServiceView(engine, Budget(rate=2, burst=1))
+    other = view.take_turn()
+    registrar = RecordingRegistrar()
+    threading.Timer(0.2, lambda: view.report(Health.THROTTLED, 30.0, other)).start()
+
+    with pytest.raises(RetryableGenerationFailed, match="not called") as failed:
+        generate_for_session(
+            sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+        )
+
+    assert failed.value.retry_in_s == 0
+    assert registrar.calls == []
+    assert session_row(engine, sid)["link_generation_status"] == "FAILED"
+
+
 def test_the_breaker_holds_every_session_while_the_service_is_down_and_the_first_answer_frees_them(
     engine: Engine, repository: ProgramSessionRepository
 ) -> None:
