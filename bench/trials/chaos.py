@@ -1,7 +1,8 @@
 """Chaos: a seeded timeline of faults drawn from the whole space, through the whole system,
 with admins arming sessions throughout; the invariants are checked at the end.
 
-    .venv/bin/python -m bench.trials.chaos [--seed 1] [--minutes 20] [--keep DIR] [--strict]
+    .venv/bin/python -m bench.trials.chaos [--seed 1] [--minutes 20] [--kinds A,B] [--keep DIR]
+        [--strict]
 
 The system runs as deployed on one machine (``bench.trials.hung_parts`` has the layout): the
 web app, ``dagster-daemon`` with its code server and run workers on the repository's
@@ -650,10 +651,18 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="a setting for the web app and the daemon (e.g. JLG_ONLINE_SESSION_TIMEOUT_S=60)",
     )
+    parser.add_argument(
+        "--kinds",
+        help=f"draw only these faults, comma-separated (of: {', '.join(sorted(DURATIONS))})",
+    )
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.set)
+    kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else None
+    unknown = set(kinds or ()) - set(DURATIONS)
+    if unknown:
+        parser.error(f"unknown fault kind(s): {', '.join(sorted(unknown))}")
     length_s = args.minutes * 60
-    timeline = Timeline.draw(args.seed, length_s)
+    timeline = Timeline.draw(args.seed, length_s, kinds)
     sessions = args.sessions or int((length_s - QUIET_TAIL_S - 60) / 4)
     shown = "".join(f", {name}={value}" for name, value in settings.items())
     print(
