@@ -227,6 +227,21 @@ def status_counts(engine: Engine, first_id: int = 1) -> Counter[str]:
     return Counter({status: count for status, count in rows})
 
 
+def cycles_with_two_jobs(engine: Engine) -> int:
+    """The runbook's exactly-once proof: cycles with two different jobs in the attempt
+    history."""
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM (SELECT 1 FROM jlg_generation_attempt"
+                    " GROUP BY program_session_id, link_generation_at"
+                    " HAVING count(DISTINCT job_id) > 1) AS d"
+                )
+            ).scalar_one()
+        )
+
+
 def generated_twice(engine: Engine, first_id: int = 1) -> int:
     """Sessions (ids from ``first_id`` on) with more than one bulk job at the local registrar."""
     with engine.connect() as conn:

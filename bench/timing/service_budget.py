@@ -41,6 +41,7 @@ from bench.common import (
     all_met,
     arm_cohort,
     bench_database,
+    cycles_with_two_jobs,
     dagster_env,
     group_cpu_seconds,
     machine,
@@ -118,8 +119,8 @@ def _fault(service: OnlineSessionService, case: str, fault_s: float, began: list
     began.append(time.monotonic())
 
 
-def _completions(engine: Engine) -> tuple[float | None, int]:
-    """(the last COMPLETED attempt's end as Unix seconds, cycles with more than one job)."""
+def _last_completed(engine: Engine) -> float | None:
+    """The last COMPLETED attempt's end, as Unix seconds."""
     with engine.connect() as conn:
         last = conn.execute(
             text(
@@ -127,14 +128,7 @@ def _completions(engine: Engine) -> tuple[float | None, int]:
                 " WHERE outcome = 'COMPLETED'"
             )
         ).scalar_one()
-        twice = conn.execute(
-            text(
-                "SELECT count(*) FROM (SELECT 1 FROM jlg_generation_attempt"
-                " WHERE job_id IS NOT NULL GROUP BY program_session_id, link_generation_at"
-                " HAVING count(DISTINCT job_id) > 1) AS d"
-            )
-        ).scalar_one()
-    return (float(last) if last is not None else None), int(twice)
+    return float(last) if last is not None else None
 
 
 def _times(engine: Engine) -> dict[int, float]:
@@ -223,7 +217,7 @@ def run_case(name: str, sessions: int, rate: float, fault_s: float) -> Case:
             children.stop()
         counts = status_counts(engine)
         case.completed, case.failed = counts["COMPLETED"], counts["FAILED"]
-        last, case.twice = _completions(engine)
+        last, case.twice = _last_completed(engine), cycles_with_two_jobs(engine)
         if last is not None and case.completed == sessions:
             case.all_completed_s = last - fire_at
             if not math.isnan(case.heal_s):

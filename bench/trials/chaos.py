@@ -35,6 +35,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -209,7 +210,11 @@ class System:
     daemon_starts: int = 0
 
     def start_daemon(self) -> None:
-        self.children.processes.pop("dagster-daemon", None)
+        killed = self.children.processes.pop("dagster-daemon", None)
+        if killed is not None:
+            # Reaped, so the killed daemon leaves no zombie (nor a ResourceWarning) behind.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                killed.wait(timeout=10)
         self.daemon_starts += 1
         log = self.home / f"daemon-{self.daemon_starts}.log"
         self.daemon_group = start_daemon(self.children, self.env, log)

@@ -25,6 +25,7 @@ from bench.common import (
     add_registrants,
     add_sessions,
     bench_database,
+    cycles_with_two_jobs,
     dagster_env,
     machine,
     moto_process,
@@ -94,12 +95,7 @@ def run(sessions: int, storm_s: float, retry_after: int) -> dict[str, float]:
             last_completed = conn.exec_driver_sql(
                 "SELECT max(finished_at) FROM jlg_generation_attempt WHERE outcome = 'COMPLETED'"
             ).scalar_one()
-            # The runbook's exactly-once proof: two different jobs in one cycle.
-            doubled = conn.exec_driver_sql(
-                "SELECT count(*) FROM (SELECT 1 FROM jlg_generation_attempt"
-                " GROUP BY program_session_id, link_generation_at"
-                " HAVING count(DISTINCT job_id) > 1) AS d"
-            ).scalar_one()
+        doubled = cycles_with_two_jobs(engine)
         counts = status_counts(engine, ids[0])
         engine.dispose()
         calls = [c["at"] for c in service.received]
