@@ -20,6 +20,7 @@ from jlg_pipeline.domain.service_view import (
     MAX_SLOT_WAIT_S,
     Budget,
     Health,
+    Hold,
     Turn,
     Verdict,
     ViewState,
@@ -57,7 +58,7 @@ class Look:
 
     def paused(self) -> bool:
         """Whether a pause the service asked for holds now."""
-        return self.state.paused_until is not None and self.state.paused_until > self.now
+        return self.state.paused(self.now)
 
     def why_held(self) -> str:
         if self.paused():
@@ -105,12 +106,13 @@ class ServiceView:
         waited out when it ends within ``patience_s``; a longer one's end is returned (the
         call is not to be made). None: call now."""
         look = self.look()
-        if not look.paused():
+        until = look.state.paused_until
+        if until is None or not look.paused():
             return None
-        assert look.state.paused_until is not None
-        wait_s = (look.state.paused_until - look.now).total_seconds()
-        if wait_s > patience_s:
-            return look.state.paused_until
+        held = Turn(Verdict.WAIT, until, Hold.PAUSE, (until - look.now).total_seconds())
+        wait_s = ask_again_in(held, patience_s)
+        if wait_s is None:
+            return until
         time.sleep(wait_s)
         return None
 

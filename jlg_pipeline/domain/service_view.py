@@ -99,6 +99,10 @@ class ViewState:
     def down(self) -> bool:
         return self.down_since is not None
 
+    def paused(self, now: datetime) -> bool:
+        """Whether a pause the service asked for holds at ``now``."""
+        return self.paused_until is not None and self.paused_until > now
+
     def probing(self) -> bool:
         """Whether the next call must be a probe: the breaker is open, or a pause ended and
         nobody has heard from the service since."""
@@ -176,7 +180,8 @@ def take_turn(
     def turn(verdict: Verdict, when: datetime, hold: Hold | None = None) -> Turn:
         return Turn(verdict, when, hold, (when - now).total_seconds())
 
-    if state.paused_until is not None and state.paused_until > now:
+    if state.paused(now):
+        assert state.paused_until is not None
         return turn(Verdict.WAIT, state.paused_until, Hold.PAUSE), state
     probing = state.probing()
     if probing and state.probe_until is not None and state.probe_until > now:
