@@ -7,7 +7,7 @@ databases, a fresh moto server (SQS whose receive costs the same at any depth) a
 daemon; the rest is the default configuration.
 
     .venv/bin/python -m bench.timing.service_budget [--sessions 2000] [--rate 25] [--fault 180]
-        [--cases budget,budget-burst-1,defaults,hung,failing,unlimited] [--strict]
+        [--cases budget,budget-burst-1,defaults,hung,failing,unlimited] [--keep DIR] [--strict]
 
 Cases: ``budget`` (``JLG_ONLINE_SESSION_RATE=R``, the burst its default, one second's
 worth), ``budget-burst-1`` (the same, ``JLG_ONLINE_SESSION_BURST=1``), ``defaults`` (no
@@ -164,7 +164,26 @@ def _calls_inside_retry_after(received: list[dict[str, Any]]) -> int:
     return inside
 
 
-def run_case(name: str, sessions: int, rate: float, fault_s: float) -> Case:
+def _keep(folder: Path, name: str, daemon_log: Path, received: list[dict[str, Any]]) -> None:
+    """What a case leaves to read after it: the daemon's log, and each call the service
+    received (when, its answer, which session) as ``<case>-calls.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if daemon_log.exists():
+        (folder / f"{name}-daemon.log").write_bytes(daemon_log.read_bytes())
+    calls = [
+        {
+            "at": c["at"],
+            "status": c.get("status"),
+            "session": (c.get("json") or {}).get("sessionId"),
+        }
+        for c in received
+    ]
+    (folder / f"{name}-calls.json").write_text(json.dumps(calls))
+
+
+def run_case(
+    name: str, sessions: int, rate: float, fault_s: float, keep: Path | None = None
+) -> Case:
     case = Case(name, sessions, rate)
     with (
         bench_database("jlg_bench_budget") as url,
@@ -223,6 +242,8 @@ def run_case(name: str, sessions: int, rate: float, fault_s: float) -> Case:
             if not math.isnan(case.heal_s):
                 case.after_heal_s = case.all_completed_s - case.heal_s
         received = list(service.received)
+        if keep is not None:
+            _keep(keep, name, home / "daemon.log", received)
         case.calls = len(received)
         case.throttled = sum(1 for c in received if c.get("status") == 429)
         arrivals = sorted(float(c["at"]) for c in received)
@@ -278,6 +299,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=25.0, help="R: the service's limit")
     parser.add_argument("--fault", type=float, default=180.0, help="seconds hung or failing")
     parser.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    parser.add_argument(
+        "--keep", type=Path, help="a folder for each case's daemon log and calls (JSON)"
+    )
     strict_option(parser)
     args = parser.parse_args()
     names = args.cases.split(",")
@@ -285,7 +309,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
     targets = Targets()
-    cases = [run_case(name, args.sessions, args.rate, args.fault) for name in names]
+    cases = [run_case(name, args.sessions, args.rate, args.fault, args.keep) for name in names]
     n, r = args.sessions, args.rate
     table(
         f"{n} sessions sharing a time, the service limited to {r:g} calls/s, through the "

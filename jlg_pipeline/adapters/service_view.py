@@ -4,6 +4,7 @@ transaction that locks the row, reads the database's clock and writes what the d
 so callers in every run and process see one budget, one pause and one breaker, and of callers
 arriving together exactly one probes. No connection or lock is held across the call itself."""
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -34,6 +35,8 @@ ONLINE_SESSION = "online-session"
 """The row of the online-session service (bulkRegister)."""
 PROBE_MARGIN_S = 5.0
 """A probe holds its right for its call's bound and this much more: a prober that dies frees it."""
+SPARE_FOR_S = 1.0
+"""A turn whose claim was lost is its caller's next session's for this long after its slot."""
 STATE_COLUMNS = [view.c[f.name] for f in fields(ViewState)]
 NO_BUDGET = Budget()
 T = TypeVar("T")
@@ -78,6 +81,7 @@ class ServiceView:
         self.budget = budget
         self._probe_hold_s = call_bound_s + PROBE_MARGIN_S
         self._name = name
+        self._spare = threading.local()
 
     def take_turn(self) -> Turn:
         """What this caller may do now (domain/service_view.py ``take_turn``), taken."""
@@ -90,7 +94,11 @@ class ServiceView:
         """A turn to call now: its slot of the budget slept to, and asked again while the
         service holds every caller for a moment (a pause ending, a probe out) for at most
         ``patience_s`` (domain ``ask_again_in``); a WAIT if none came. No claim is held
-        meanwhile."""
+        meanwhile. A turn this thread could not use (:meth:`not_used`) comes first."""
+        spare: tuple[Turn, float] | None = getattr(self._spare, "turn", None)
+        self._spare.turn = None
+        if spare is not None and time.monotonic() - spare[1] < SPARE_FOR_S:
+            return spare[0]
         deadline = time.monotonic() + patience_s
         while True:
             turn = self.take_turn()
@@ -115,6 +123,16 @@ class ServiceView:
             return until
         time.sleep(wait_s)
         return None
+
+    def not_used(self, turn: Turn) -> None:
+        """A turn whose claim was lost (another caller got the session first): a slot of the
+        budget goes to this caller's next session, in this thread, if it asks within
+        SPARE_FOR_S (two runs racing through the same sessions spend one slot a call, not
+        two); a probe is given back."""
+        if turn.verdict is Verdict.CALL:
+            self._spare.turn = (turn, time.monotonic())
+        else:
+            self.give_back(turn)
 
     def give_back(self, turn: Turn) -> None:
         """A turn taken but not used: a probe's hold is freed for the next caller."""

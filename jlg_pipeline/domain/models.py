@@ -40,6 +40,21 @@ class LinkGenerationState:
     due: bool
     """True when ``link_generation_at`` is set and within the due tolerance (database clock)."""
 
+    def settled(self) -> str | None:
+        """Why no caller can claim this session now, whoever asks, in words an operator can
+        act on; None when a claim (or a run resuming its own) may be won. Read before the
+        online-session service's turn is taken, so a session nobody can generate for spends no
+        slot of its budget; the claim's own predicate stays the rule."""
+        if self.deleted:
+            return "the program session is soft-deleted"
+        if self.status is LinkGenerationStatus.COMPLETED:
+            return "already COMPLETED this cycle"
+        if self.status is LinkGenerationStatus.NOT_SCHEDULED or self.link_generation_at is None:
+            return "link generation is not scheduled"
+        if not self.due:
+            return f"not due until {self.link_generation_at.isoformat()}"
+        return None
+
 
 class SetOutcome(StrEnum):
     UPDATED = "updated"

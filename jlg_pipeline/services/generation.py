@@ -119,6 +119,10 @@ def generate_for_session(
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
 
+    settled = _settled(repository.get_state(session_id))
+    if settled is not None:
+        log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=settled)
+        return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=settled)
     view = view or ServiceView(repository.engine)
     turn = view.wait_for_turn()
     if not turn.calls:
@@ -132,7 +136,7 @@ def generate_for_session(
     if resumed:
         claim = repository.resume(session_id, str(run_id))
     if claim is None:
-        view.give_back(turn)
+        view.not_used(turn)
         reason = skip_reason(repository.get_state(session_id))
         log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
         return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
@@ -331,18 +335,18 @@ def _retry_in_s(exc: Exception, attempt: int, view: ViewState | None) -> float:
     return retry_wait_s(None, attempt)
 
 
-def skip_reason(state: LinkGenerationState | None) -> str:
-    """Why a claim on this session is not won, in words an operator can act on."""
+def _settled(state: LinkGenerationState | None) -> str | None:
     if state is None:
         return "no such program session"
-    if state.deleted:
-        return "the program session is soft-deleted"
-    if state.status is S.COMPLETED:
-        return "already COMPLETED this cycle"
-    if state.status is S.NOT_SCHEDULED or state.link_generation_at is None:
-        return "link generation is not scheduled"
+    return state.settled()
+
+
+def skip_reason(state: LinkGenerationState | None) -> str:
+    """Why a claim on this session is not won, in words an operator can act on."""
+    settled = _settled(state)
+    if settled is not None:
+        return settled
+    assert state is not None
     if state.status is S.IN_PROGRESS and not state.stale:
         return f"another attempt ({state.attempt}) holds the claim"
-    if not state.due:
-        return f"not due until {state.link_generation_at.isoformat()}"
     return "the claim was lost to a concurrent caller"
