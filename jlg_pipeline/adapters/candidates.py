@@ -154,6 +154,7 @@ class CandidateQueries(SessionStatements):
             ps.c.id,
             ps.c.link_generation_at,
             ps.c.link_generation_status,
+            ps.c.link_generation_retry_at,
             newest_actor(ps.c.id).label("actor_user_id"),
         ]
         fresh = (

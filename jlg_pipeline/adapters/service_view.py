@@ -50,11 +50,13 @@ class Look:
     now: datetime
     budget: Budget
 
-    def held_until(self) -> datetime | None:
-        """Until when no caller may call at all (a pause, or a probe out), or None."""
+    def held_until(self, patience_s: float = 0.0) -> datetime | None:
+        """Until when no caller may call at all (a pause, or a probe out), or None; a pause
+        that callers with ``patience_s`` wait out (domain ``ask_again_in``) holds no one."""
         state = self.state
-        if self.paused():
-            return state.paused_until
+        pause = self.pause()
+        if pause is not None:
+            return None if ask_again_in(pause, patience_s) is not None else pause.at
         if state.probing() and state.probe_until is not None and state.probe_until > self.now:
             return state.probe_until
         return None
@@ -62,6 +64,13 @@ class Look:
     def paused(self) -> bool:
         """Whether a pause the service asked for holds now."""
         return self.state.paused(self.now)
+
+    def pause(self) -> Turn | None:
+        """A pause that holds now, as the turn every caller is given meanwhile."""
+        until = self.state.paused_until
+        if until is None or not self.paused():
+            return None
+        return Turn(Verdict.WAIT, until, Hold.PAUSE, (until - self.now).total_seconds())
 
     def why_held(self) -> str:
         if self.paused():
@@ -113,14 +122,12 @@ class ServiceView:
         """Right before a call: a pause the service asked for after this caller's turn is
         waited out when it ends within ``patience_s``; a longer one's end is returned (the
         call is not to be made). None: call now."""
-        look = self.look()
-        until = look.state.paused_until
-        if until is None or not look.paused():
+        held = self.look().pause()
+        if held is None:
             return None
-        held = Turn(Verdict.WAIT, until, Hold.PAUSE, (until - look.now).total_seconds())
         wait_s = ask_again_in(held, patience_s)
         if wait_s is None:
-            return until
+            return held.at
         time.sleep(wait_s)
         return None
 

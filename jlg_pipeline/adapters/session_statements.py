@@ -26,6 +26,7 @@ def due_session(row: Any) -> DueSession:
         link_generation_at=row.link_generation_at,
         status=S(row.link_generation_status),
         actor_user_id=row._mapping.get("actor_user_id"),
+        retry_at=row._mapping.get("link_generation_retry_at"),
     )
 
 

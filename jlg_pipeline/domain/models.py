@@ -135,6 +135,8 @@ class DueSession:
     status: LinkGenerationStatus
     actor_user_id: int | None = None
     """The admin of the session's newest intent change, when the query asks (the watchdog)."""
+    retry_at: datetime | None = None
+    """FAILED retryably: when its wait ended (the watchdog's candidates)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ costs a skipped claim, never a second generation. The TRD's 30-minute grace stay
 sweep's, which also re-attempts FAILED sessions, the non-retryable ones included.
 
 It follows the online-session service's shared view (domain/service_view.py): nothing while a
-pause holds; while the service is down (or a pause has just ended) one session at a time, the
-probe, whenever no probe is out; and the moment the breaker closes, every session it held,
-those launched lately included."""
+pause longer than a caller waits out holds, or a probe is out; while the service is down one
+session at a time, the probe; and the moment the breaker closes, every session it held, those
+launched lately included. A session launched lately that its run has since tried and failed
+with its wait over (a 429 held it) is launched again at once, not after RELAUNCH_AFTER_S."""
 
 import json
 import time
@@ -31,7 +32,8 @@ from dagster import (
 
 from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
+from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import chunks, shared_run_request
 
@@ -64,6 +66,12 @@ def decode_launched(cursor: str | None, now: float) -> dict[int, float]:
     return launched
 
 
+def _tried_since(session: DueSession, launched_at: float) -> bool:
+    """Whether the run launched for ``session`` has tried it since: it failed after the launch
+    (its wait is over, or it would not be a candidate)."""
+    return session.retry_at is not None and session.retry_at.timestamp() > launched_at
+
+
 def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
     @sensor(
         name="join_link_watchdog_sensor",
@@ -80,7 +88,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")
         now = time.time()
         look = database.view().look()
-        held_until = look.held_until()
+        held_until = look.held_until(patience_s=MAX_SLOT_WAIT_S)
         healed = look.state.healed_at.timestamp() if look.state.healed_at else 0.0
         # Sessions launched before the service came back were held by it: due again at once.
         launched = {
@@ -93,8 +101,8 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
                 cursor=json.dumps(launched),
             )
         due = database.repository().find_unattended(WATCHDOG_BATCH)
-        fresh = [s for s in due if s.id not in launched]
-        if look.state.probing():
+        fresh = [s for s in due if s.id not in launched or _tried_since(s, launched[s.id])]
+        if look.state.down:
             fresh = fresh[:1]  # one session finds out whether the service is back
         if not fresh:
             waiting = f" ({len(due)} launched lately, not yet claimed)" if due else ""

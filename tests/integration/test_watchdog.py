@@ -25,6 +25,7 @@ from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import parse_message
+from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Health, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
@@ -386,3 +387,42 @@ def test_the_watchdog_follows_the_online_session_services_shared_view(
     view.report(Health.ANSWERED, None, view.take_turn())
     back = _sensor_tick(WATCHDOG, instance, db_url, probe.cursor)
     assert sorted(_sessions_in(_requests(back))) == sorted(ids), "the probe's session again too"
+
+
+def test_a_session_that_failed_since_its_launch_is_launched_again_at_once(
+    engine: Engine, db_url: str, repository: ProgramSessionRepository
+) -> None:
+    """A session the watchdog launched, which its run then tried and failed with a wait that is
+    already over (a 429 held it: due the moment the pause ends), is not kept out for the minute
+    a launched session's run is given to start (the budget bench's stragglers: 47 sessions a
+    429 failed waited ~60 s each after a heal)."""
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
+    instance = DagsterInstance.ephemeral()
+    first = _sensor_tick(WATCHDOG, instance, db_url)
+    assert _sessions_in(_requests(first)) == [sid]
+    claim = repository.claim(sid, Trigger.WATCHDOG)
+    assert claim is not None
+    repository.mark_failed(claim, "RegistrarUnavailable: bulkRegister answered 429", 0.0)
+    again = _sensor_tick(WATCHDOG, instance, db_url, first.cursor)
+    assert _sessions_in(_requests(again)) == [sid]
+    quiet = _sensor_tick(WATCHDOG, instance, db_url, again.cursor)
+    assert _requests(quiet) == [], "once more, not on every tick: its new run may be starting"
+
+
+def test_a_pause_shorter_than_a_callers_patience_does_not_stop_a_launch(
+    engine: Engine, db_url: str
+) -> None:
+    """A run takes seconds to start and its callers wait out a pause that ends within their
+    patience, so the watchdog launches through a short pause (the budget bench: with the
+    service's own 1 s pauses, half the ticks after a heal launched nothing); a long pause
+    still holds it."""
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
+    view = ServiceView(engine)
+    view.report(Health.THROTTLED, 2, view.take_turn())
+    short = _sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)
+    assert _sessions_in(_requests(short)) == [sid]
+    view.report(Health.THROTTLED, 30, view.take_turn())
+    long = _sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)
+    assert _requests(long) == []
