@@ -12,6 +12,7 @@ from sqlalchemy import (
     CompoundSelect,
     Select,
     and_,
+    delete,
     func,
     literal,
     or_,
@@ -22,6 +23,7 @@ from sqlalchemy import (
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor
 from jlg_pipeline.adapters.session_statements import S, SessionStatements, due_session, ms
+from jlg_pipeline.adapters.tables import held_session as hs
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import DueSession
@@ -145,10 +147,11 @@ class CandidateQueries(SessionStatements):
     def find_unattended(self, limit: int) -> Sequence[DueSession]:
         """The watchdog's candidates: due sessions no live attempt holds, whatever became of
         their event. SCHEDULED with a time more than the watchdog's grace ago (never claimed
-        this cycle), IN_PROGRESS gone stale, or FAILED retryably with its wait over (a
-        non-retryable failure is the sweep's and a person's); not deleted; oldest first, at
-        most ``limit``; each with the admin of its newest intent change. Each tier is read
-        through its own partial index."""
+        this cycle) or held by the online-session service's shared view until now
+        (``jlg_held_session``: ``retry_at`` says until when), IN_PROGRESS gone stale, or
+        FAILED retryably with its wait over (a non-retryable failure is the sweep's and a
+        person's); not deleted; oldest first, at most ``limit``, each once; each with the admin
+        of its newest intent change. Each tier is read through its own index."""
         limit = validation.positive_limit(limit)
         columns = [
             ps.c.id,
@@ -181,11 +184,48 @@ class CandidateQueries(SessionStatements):
             .order_by(ps.c.link_generation_retry_at, ps.c.id)
             .limit(limit)
         )
-        both = union_all(fresh, retrying).subquery()
-        statement = select(both).order_by(both.c.link_generation_at, both.c.id).limit(limit)
+        held = (
+            select(*columns[:3], hs.c.not_before.label("link_generation_retry_at"), columns[4])
+            .join(hs, hs.c.program_session_id == ps.c.id)
+            .where(
+                hs.c.not_before <= func.now(),
+                ps.c.deleted_at.is_(None),
+                ps.c.link_generation_status == S.SCHEDULED.value,
+                ps.c.link_generation_at <= func.now(),
+            )
+            .order_by(hs.c.not_before)
+            .limit(limit)
+        )
+        tiers = union_all(fresh, retrying, held).subquery()
+        statement = select(tiers).order_by(tiers.c.link_generation_at, tiers.c.id).limit(limit)
         with translate_errors("finding unattended sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
-        return [due_session(r) for r in rows]
+        # A session in two tiers (held, and past the grace) once, with its latest hold.
+        once: dict[int, DueSession] = {}
+        for row in rows:
+            session = due_session(row)
+            kept = once.get(session.id)
+            if kept is None or (session.retry_at or session.link_generation_at) > (
+                kept.retry_at or kept.link_generation_at
+            ):
+                once[session.id] = session
+        return list(once.values())
+
+    def forget_held(self, session_ids: Sequence[int]) -> None:
+        """The watchdog launched these: their holds are spent. Holds whose session is no
+        longer waiting (generated, cleared, deleted) go too."""
+        ids = [validation.session_id(sid) for sid in session_ids]
+        waiting = select(ps.c.id).where(
+            ps.c.id == hs.c.program_session_id,
+            ps.c.deleted_at.is_(None),
+            ps.c.link_generation_status == S.SCHEDULED.value,
+        )
+        statement = delete(hs).where(
+            hs.c.not_before <= func.now(),
+            or_(hs.c.program_session_id.in_(ids), ~waiting.exists()),
+        )
+        with translate_errors("forgetting held sessions"), self._engine.begin() as conn:
+            conn.execute(statement)
 
     def _in_window(self, start: datetime, end: datetime) -> ColumnElement[bool]:
         start = validation.aware_datetime(start, "start")

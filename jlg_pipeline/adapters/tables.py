@@ -267,6 +267,17 @@ service_view = Table(
 budget, a pause it asked for and its breaker, read and changed by every caller."""
 
 
+held_session = Table(
+    "jlg_held_session",
+    metadata,
+    Column("program_session_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("not_before", DateTime(timezone=True), nullable=False),
+    Index("ix_held_session_not_before", "not_before"),
+)
+"""Migration 0012: sessions the shared view held (no claim taken), due again at
+``not_before``; the watchdog launches them then and forgets them."""
+
+
 # Migration 0009: counts of closed attempts kept by the statements that close them
 # (docs/design.md "Scale"). Triggers on jlg_generation_attempt append signed deltas; a reading
 # folds them (adapters/metric_counts.py).

@@ -2,8 +2,9 @@
 2 minutes of its time, whatever became of its event: never scheduled, lost, delivered late,
 its run dead before it claimed, a stuck or dead sync run, a zombie run holding the session's
 slot (docs/design.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
-database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time,
-stale IN_PROGRESS ones, and FAILED ones whose retryable failure's wait is over (docs/design.md
+database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time or
+held by the online-session service's shared view until now (``jlg_held_session``: their slot
+of the budget, the pause's end, the heal), stale IN_PROGRESS ones, and FAILED ones whose retryable failure's wait is over (docs/design.md
 "Whatever fails"), and launches shared runs for them (trigger ``watchdog``, lane
 ``recovery``, no per-session tag, so nothing stuck on the real-time path can hold them in the
 queue). Each session still goes through its own claim: the watchdog racing a late event
@@ -31,6 +32,7 @@ from dagster import (
 )
 
 from jlg_pipeline.config import Flags
+from jlg_pipeline.domain.errors import DatabaseUnavailable
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
 from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
@@ -100,10 +102,16 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
                 f"{held_until.isoformat()} ({look.why_held()}): nothing is launched before",
                 cursor=json.dumps(launched),
             )
-        due = database.repository().find_unattended(WATCHDOG_BATCH)
+        repository = database.repository()
+        due = repository.find_unattended(WATCHDOG_BATCH)
         fresh = [s for s in due if s.id not in launched or _tried_since(s, launched[s.id])]
         if look.state.down:
             fresh = fresh[:1]  # one session finds out whether the service is back
+        try:
+            repository.forget_held([s.id for s in fresh])
+        except DatabaseUnavailable as exc:
+            # A hold left behind only asks for its session once more, a minute on.
+            context.log.warning(f"held sessions not forgotten: {exc}")
         if not fresh:
             waiting = f" ({len(due)} launched lately, not yet claimed)" if due else ""
             return SensorResult(

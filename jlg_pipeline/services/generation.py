@@ -126,10 +126,16 @@ def generate_for_session(
     view = view or ServiceView(repository.engine)
     turn = view.wait_for_turn()
     if not turn.calls:
-        # Nothing claimed, nothing called: the watchdog comes back for it then (a SCHEDULED
-        # session, or a FAILED one whose wait is over).
+        # Nothing claimed, nothing called: the watchdog comes back for it then.
         reason = f"{turn.reason}; not before {turn.at.isoformat()}"
         log_event(logger, logging.INFO, "generation.held", **fields, reason=reason)
+        try:
+            view.hold(session_id, turn)
+        except DatabaseUnavailable as exc:
+            # Not lost: the watchdog's grace after the session's time finds it.
+            log_event(
+                logger, logging.WARNING, "generation.hold_unrecorded", **fields, error=str(exc)
+            )
         return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
     claim = repository.claim(session_id, trigger, run_id)
     resumed = claim is None and run_id is not None
