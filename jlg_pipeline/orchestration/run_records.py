@@ -14,13 +14,14 @@ from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.run_origin import trigger_of
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
+    NEXT_TAG,
     NO_CYCLE,
     OUTCOME_TAG,
     RUNNING_OUTCOME,
     SESSION_TAG,
     TRIGGER_TAG,
 )
-from jlg_pipeline.services.next_step import next_for_many
+from jlg_pipeline.services.next_step import run_headline
 
 FAILED_OUTCOME = GenerationResult.FAILED.value
 
@@ -102,12 +103,11 @@ def finish(context: OpExecutionContext, report: SweepReport) -> Output[None]:
         context.run_id, {f"jlg/{name}": str(metadata[name]) for name in COUNT_TAGS}
     )
     if report.failed:
-        # After every other session had its turn: the UI shows the run failed, and why.
+        # After every other session had its turn: the UI shows the run failed, which sessions,
+        # and when the first of them is tried again (its jlg/next tag too).
         failed = [r for r in report.sessions if r.outcome == GenerationResult.FAILED]
-        raise Failure(
-            f"{report.failed} session(s) failed: "
-            f"{next_for_many(failed, next_sweep_at(datetime.now(UTC)))}",
-            metadata=metadata,
-            allow_retries=False,
-        )
+        now = datetime.now(UTC)
+        headline = run_headline(failed, now, next_sweep_at(now))
+        context.instance.add_run_tags(context.run_id, {NEXT_TAG: headline.tag})
+        raise Failure(headline.text, metadata=metadata, allow_retries=False)
     return Output(None, metadata=metadata)

@@ -1,15 +1,15 @@
-"""``join_link_watchdog_sensor``: a due session that no live attempt holds is claimed within
-2 minutes of its time, whatever became of its event: never scheduled, lost, delivered late,
-its run dead before it claimed, a stuck or dead sync run, a zombie run holding the session's
-slot (docs/design.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
-database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time or
-held by the online-session service's shared view until now (``jlg_held_session``: their slot
-of the budget, the pause's end, the heal), stale IN_PROGRESS ones, and FAILED ones whose retryable failure's wait is over (docs/design.md
-"Whatever fails"), and launches shared runs for them (trigger ``watchdog``, lane
-``recovery``, no per-session tag, so nothing stuck on the real-time path can hold them in the
-queue). Each session still goes through its own claim: the watchdog racing a late event
-costs a skipped claim, never a second generation. The TRD's 30-minute grace stays the
-sweep's, which also re-attempts FAILED sessions, the non-retryable ones included.
+"""``join_link_watchdog_sensor``: a due session that no live attempt holds is claimed within 2
+minutes of its time, whatever became of its event: never scheduled, lost, delivered late, its
+run dead before it claimed, a stuck or dead sync run, a zombie run holding the session's slot
+(docs/design.md "Hung parts and crashed hosts"). Every ``WATCHDOG_INTERVAL_S`` it asks the
+database for SCHEDULED sessions more than the watchdog's grace (75 s) past their time or held
+by the online-session service's shared view until now (``jlg_held_session``: their slot of the
+budget, the pause's end, the heal), stale IN_PROGRESS ones, and FAILED ones whose retryable
+failure's wait is over (docs/design.md "Whatever fails"), and launches shared runs for them
+(trigger ``watchdog``, lane ``recovery``, no per-session tag, so nothing stuck on the real-time
+path can hold them in the queue). Each session still goes through its own claim: the watchdog
+racing a late event costs a skipped claim, never a second generation. The TRD's 30-minute grace
+stays the sweep's, which also re-attempts FAILED sessions, the non-retryable ones included.
 
 It follows the online-session service's shared view (domain/service_view.py): nothing while a
 pause longer than a caller waits out holds, or a probe is out; while the service is down one

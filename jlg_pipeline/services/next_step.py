@@ -29,16 +29,22 @@ class NextStep:
 
 def next_step(error: GenerationFailed, now: datetime, sweep_at: datetime | None) -> NextStep:
     """``sweep_at``: the next sweep's start (UTC), None when the sweep is off."""
-    if error.retry_in_s is not None:
-        at = now + timedelta(seconds=error.retry_in_s)
+    return _step(error.retryable, error.retry_in_s, now, sweep_at)
+
+
+def _step(
+    retryable: bool, retry_in_s: float | None, now: datetime, sweep_at: datetime | None
+) -> NextStep:
+    if retry_in_s is not None:
+        at = now + timedelta(seconds=retry_in_s)
         return NextStep(
             True,
             "watchdog",
             at,
-            f"retryable: the watchdog tries it again in {error.retry_in_s:g} s "
+            f"retryable: the watchdog tries it again in {retry_in_s:g} s "
             f"(at {at:%H:%M:%S} UTC); nothing to do unless it keeps failing",
         )
-    if error.retryable:
+    if retryable:
         return NextStep(True, "this run", None, "retryable: this run tries it again now")
     if sweep_at is None:
         return NextStep(
@@ -73,3 +79,40 @@ def next_for_many(failed: Sequence[SessionResult], sweep_at: datetime | None) ->
         )
         parts.append(f"not retryable {refused}: {later}; fix the cause first")
     return "; ".join(parts)
+
+
+NAMED = 10
+"""Sessions a run's first line names; the rest are counted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    text: str
+    """A failed run of several sessions' first line: which failed, when the first of them is
+    tried again and by what, then what becomes of each kind."""
+    tag: str
+    """The run's ``jlg/next`` tag: the soonest next step."""
+
+
+def run_headline(
+    failed: Sequence[SessionResult], now: datetime, sweep_at: datetime | None
+) -> Headline:
+    """What a run of several sessions says when some failed, as a one-session run does."""
+    ids = [r.session_id for r in failed]
+    named = ", ".join(map(str, ids[:NAMED]))
+    if len(ids) > NAMED:
+        named += f" and {len(ids) - NAMED} more"
+    steps = [_step(bool(r.retryable), r.retry_in_s, now, sweep_at) for r in failed]
+    first = min(steps, key=lambda step: step.at or now)
+    if first.by == "a person":
+        when = "nothing tries it again"
+    elif first.by == "this run":
+        when = "the first is tried again by this run now"
+    else:
+        assert first.at is not None
+        clock = f"{first.at:%H:%M:%S}" if first.by == "watchdog" else f"{first.at:%H:%M}"
+        when = f"the first is tried again by the {first.by} at {clock} UTC"
+    return Headline(
+        f"{len(ids)} session(s) failed ({named}); {when}: {next_for_many(failed, sweep_at)}",
+        first.tag,
+    )

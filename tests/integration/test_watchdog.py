@@ -235,8 +235,17 @@ def test_a_shared_run_leaves_a_retryable_failure_to_the_watchdog_and_finishes_th
         )
 
     started = time.monotonic()
-    assert not shared_run().success, "a session is left failed"
+    failed_run = shared_run()
+    assert not failed_run.success, "a session is left failed"
     assert time.monotonic() - started < 10, "no sleeping on the failed one"
+    # Its story, as the Runs list tells it: which session, and when it is tried next.
+    [failure] = [e for e in failed_run.all_events if e.event_type_value == "STEP_FAILURE"]
+    first_line = failure.step_failure_data.error.message.splitlines()[0]
+    assert f"1 session(s) failed ({flaky}); the first is tried again by the watchdog at " in (
+        first_line
+    )
+    tags = failed_run.dagster_run.tags
+    assert tags.get("jlg/next", "").startswith("watchdog at "), tags
     assert session_row(engine, ok)["link_generation_status"] == "COMPLETED"
     assert session_row(engine, flaky)["link_generation_status"] == "FAILED"
     repository = ProgramSessionRepository(engine)

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import GenerationResult, SessionResult
-from jlg_pipeline.services.next_step import next_for_many, next_step
+from jlg_pipeline.services.next_step import next_for_many, next_step, run_headline
 
 NOW = datetime(2026, 12, 4, 14, 30, 5, tzinfo=UTC)
 SWEEP = datetime(2026, 12, 4, 16, 0, tzinfo=UTC)
@@ -51,3 +51,27 @@ def test_a_run_of_many_says_it_for_each_kind_of_failure() -> None:
         "not retryable [4]: the sweep at 16:00 UTC tries them again; fix the cause first"
     )
     assert "the sweep is off" in next_for_many(failed[1:], None)
+
+
+def test_a_run_of_many_names_its_sessions_and_its_soonest_next_try() -> None:
+    """A failed shared run's first line, as the Runs list shows it, says which sessions failed
+    (ten, then a count) and when the first of them is tried again, and its ``jlg/next`` tag
+    says the same, as a one-session run's does."""
+    failed = [
+        SessionResult(i, GenerationResult.FAILED, retryable=True, retry_in_s=600 - i)
+        for i in range(1, 13)
+    ] + [SessionResult(99, GenerationResult.FAILED, retryable=False)]
+    headline = run_headline(failed, NOW, SWEEP)
+    assert headline.text.startswith(
+        "13 session(s) failed (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 3 more); the first is tried "
+        "again by the watchdog at 14:39:53 UTC: retryable [1, "
+    )
+    assert headline.tag == "watchdog at 2026-12-04T14:39:53Z"
+    refused = run_headline(failed[-1:], NOW, SWEEP)
+    assert refused.text.startswith(
+        "1 session(s) failed (99); the first is tried again by the sweep at 16:00 UTC: "
+    )
+    assert refused.tag == "sweep at 2026-12-04T16:00:00Z"
+    alone = run_headline(failed[-1:], NOW, None)
+    assert alone.tag == "a person"
+    assert alone.text.startswith("1 session(s) failed (99); nothing tries it again: ")
