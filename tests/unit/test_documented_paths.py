@@ -1,0 +1,42 @@
+"""Every path a document names exists in the repository: a reader who clones it finds each
+file the README, CONTRIBUTING and docs/ point to (a path written from a folder, like
+``adapters/service_view.py``, names the file whose path ends so)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+PATH = re.compile(
+    r"(?<![\w/.:-])((?:[\w.-]+/)+[\w.-]+\.(?:py|md|yaml|yml|sql|toml|json|sh|ini|lock))(?![\w/])"
+)
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+)")
+NOT_OURS = {"DAGSTER_HOME/dagster.yaml"}
+"""Paths on an operator's machine, not in the repository."""
+
+
+def _repository_files() -> list[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return listed.stdout.split()
+
+
+def test_every_path_a_document_names_exists() -> None:
+    files = _repository_files()
+    missing = []
+    for document in DOCUMENTS:
+        text = document.read_text()
+        for named in sorted(set(PATH.findall(text)) - NOT_OURS):
+            if not any(f == named or f.endswith("/" + named) for f in files):
+                missing.append(f"{document.relative_to(ROOT)}: {named}")
+        for target in sorted(set(LINK.findall(text))):
+            if "/" in target or "." in target:
+                if not (document.parent / target).exists():
+                    missing.append(f"{document.relative_to(ROOT)}: link {target}")
+    assert missing == []
