@@ -3,7 +3,6 @@ file the README, CONTRIBUTING and docs/ point to (a path written from a folder, 
 ``adapters/service_view.py``, names the file whose path ends so)."""
 
 import re
-import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,14 +16,14 @@ NOT_OURS = {"DAGSTER_HOME/dagster.yaml"}
 
 
 def _repository_files() -> list[str]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return listed.stdout.split()
+    """Every file under the repository's root, but for hidden folders and built ones."""
+    skip = {"__pycache__", "node_modules"}
+    return [
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*")
+        if path.is_file()
+        and not any(p.startswith(".") or p in skip for p in path.relative_to(ROOT).parts[:-1])
+    ]
 
 
 def test_every_path_a_document_names_exists() -> None:
