@@ -20,6 +20,18 @@ from tests.support import postgres
 os.environ.setdefault("JLG_ENVIRONMENT", "local")
 
 
+TIERS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test carries its tier's marker, from its folder: ``pytest -m unit`` runs the tier
+    that needs nothing running."""
+    for item in items:
+        tier = next((t for t in TIERS if f"/tests/{t}/" in str(item.path)), None)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
     with postgres.server_url() as url:

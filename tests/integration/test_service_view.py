@@ -522,3 +522,30 @@ def test_a_turn_whose_claim_was_lost_goes_to_the_callers_next_session(
     assert second.result is GenerationResult.COMPLETED
     assert [r.session_id for r in registrar.calls] == [next_one]
     assert view.look().state.next_slot_at == slot_after_the_race, "no second slot taken"
+
+
+def test_a_turn_that_changes_nothing_waits_for_no_lock(engine: Engine) -> None:
+    """With no budget and no probe due, a turn only reads the row: it does not queue behind
+    the row's lock (a caller reporting a 429 holds it, and every caller then hears of the
+    pause sooner; with sixteen callers on two cores the queue was where a report waited). A
+    turn that takes a slot of a budget still takes the lock: one slot a caller."""
+    view = ServiceView(engine)
+    view.report(Health.ANSWERED, None, view.take_turn())
+    budgeted = ServiceView(engine, Budget(rate=100, burst=1))
+    taken: dict[str, threading.Event] = {"free": threading.Event(), "budget": threading.Event()}
+    with engine.begin() as conn:
+        conn.execute(text("SELECT * FROM jlg_service_view FOR UPDATE"))
+
+        def turn_of(caller: ServiceView, name: str) -> None:
+            caller.take_turn()
+            taken[name].set()
+
+        free = threading.Thread(target=turn_of, args=(view, "free"))
+        slot = threading.Thread(target=turn_of, args=(budgeted, "budget"))
+        free.start()
+        slot.start()
+        assert taken["free"].wait(5), "no lock waited for"
+        assert not taken["budget"].wait(0.5), "a budget's slot waits for the lock"
+    slot.join(5)
+    free.join(5)
+    assert taken["budget"].is_set()

@@ -35,7 +35,6 @@ def test_every_path_a_document_names_exists() -> None:
             if not any(f == named or f.endswith("/" + named) for f in files):
                 missing.append(f"{document.relative_to(ROOT)}: {named}")
         for target in sorted(set(LINK.findall(text))):
-            if "/" in target or "." in target:
-                if not (document.parent / target).exists():
-                    missing.append(f"{document.relative_to(ROOT)}: link {target}")
+            if ("/" in target or "." in target) and not (document.parent / target).exists():
+                missing.append(f"{document.relative_to(ROOT)}: link {target}")
     assert missing == []

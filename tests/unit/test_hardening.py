@@ -3,7 +3,6 @@
 import os
 import stat
 import string
-import subprocess
 from pathlib import Path
 
 import jwt
@@ -246,25 +245,6 @@ def test_sqs_wait_is_within_what_sqs_allows(raw: str, ok: bool) -> None:
     else:
         with pytest.raises(ConfigError, match="JLG_SQS_WAIT_S"):
             Settings.from_env({**DATABASE, "JLG_SQS_WAIT_S": raw})
-
-
-def test_dev_env_is_private_and_sourceable(tmp_path: Path) -> None:
-    path = tmp_path / "dev.env"
-    env = {
-        "DAGSTER_HOME": str(tmp_path / "dagster home"),
-        "JLG_JWT_SECRET": "it's-$ecret",
-        "JLG_DATABASE_URL": "postgresql://postgres@127.0.0.1/jlg",
-        "UNRELATED": "x",
-    }
-    stack.write_dev_env(path, env)
-    assert _mode(path) == 0o600
-    shown = subprocess.run(
-        ["bash", "-c", f'source {path} && echo "$DAGSTER_HOME|$JLG_JWT_SECRET|${{UNRELATED:-}}"'],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    assert shown == f"{tmp_path / 'dagster home'}|it's-$ecret|"
 
 
 def test_jlg_token_uses_the_dev_stack_secret_when_none_is_exported(
