@@ -95,7 +95,15 @@ class ServiceView:
         self._spare = threading.local()
 
     def take_turn(self) -> Turn:
-        """What this caller may do now (domain/service_view.py ``take_turn``), taken."""
+        """What this caller may do now (domain/service_view.py ``take_turn``), taken. A turn
+        that changes nothing (no budget, no probe due) is decided on a plain read: no caller
+        queues behind the row's lock for it, so a caller reporting a pause gets the lock at
+        once. One that changes the row (a budget's slot, a probe) is decided under the lock."""
+        if self.budget.rate is None:
+            look = self.look()
+            turn, changed = take_turn(look.state, self.budget, look.now, self._probe_hold_s)
+            if changed == look.state:
+                return turn
         return self._change(
             "taking a turn at the service",
             lambda state, now: take_turn(state, self.budget, now, self._probe_hold_s),
