@@ -5,6 +5,7 @@ TRD's 24 h event age); the wait is a backoff on the attempt number for a failure
 and none for one the service as a whole caused (a pause, the service down: the shared view,
 ``service_view.py``, holds every caller until it is back)."""
 
+from jlg_pipeline.domain.backoff import backoff_s
 from jlg_pipeline.domain.constants import MAX_EVENT_AGE_SECONDS
 
 RETRY_BUDGET_S = MAX_EVENT_AGE_SECONDS
@@ -18,4 +19,4 @@ def retry_wait_s(retry_after_s: float | None, attempt: int) -> float:
     one (bounded by MAX_WAIT_S), else FIRST_WAIT_S doubled per attempt, up to MAX_WAIT_S."""
     if retry_after_s is not None:
         return min(max(retry_after_s, 0.0), MAX_WAIT_S)
-    return min(FIRST_WAIT_S * float(2 ** max(attempt - 1, 0)), MAX_WAIT_S)
+    return backoff_s(FIRST_WAIT_S, attempt - 1, MAX_WAIT_S)

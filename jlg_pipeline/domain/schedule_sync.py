@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from jlg_pipeline.domain.backoff import backoff_s
+
 DIRECT_WITHIN = timedelta(minutes=2)
 """A time closer than this when its change is applied gets no EventBridge schedule: its
 precision is one minute and it refuses times in the past. The sync sensor launches it."""
@@ -55,8 +57,8 @@ class PendingChange:
     def next_try_at(self) -> datetime:
         """After this try failed: back off (30 s, 1, 2, 4, 8 min, then every 10), but try
         again before the time comes within DIRECT_WITHIN, when no AWS call is needed."""
-        delay: timedelta = min(FIRST_TRY_AFTER * 2**self.tries, MAX_BACKOFF)
-        retry: datetime = self.now + delay
+        delay = backoff_s(FIRST_TRY_AFTER.total_seconds(), self.tries, MAX_BACKOFF.total_seconds())
+        retry: datetime = self.now + timedelta(seconds=delay)
         if self.fire_at is not None:
             retry = min(retry, max(self.fire_at - DIRECT_WITHIN, self.now + FIRST_TRY_AFTER))
         return retry

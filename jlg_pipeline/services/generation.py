@@ -22,6 +22,7 @@ from typing import Any
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.domain.backoff import backoff_s
 from jlg_pipeline.domain.errors import (
     DatabaseUnavailable,
     GenerationFailed,
@@ -228,12 +229,12 @@ def _record_completion(
     it goes stale (after that, a new attempt takes it over and the cycle's idempotency key
     keeps the service to one job)."""
     deadline = time.monotonic() + repository.windows.stale_ms / 2000
-    delay = COMPLETION_RETRY_FIRST_S
     fields: dict[str, Any] = {
         "session_id": claim.session_id,
         "attempt": claim.attempt,
         "job_id": result.job_id,
     }
+    tries = 0
     while True:
         try:
             return repository.mark_completed(claim, result.job_id, result.total)
@@ -251,6 +252,7 @@ def _record_completion(
                     retryable=True,
                     cycle=claim.link_generation_at,
                 ) from None
+            delay = backoff_s(COMPLETION_RETRY_FIRST_S, tries, COMPLETION_RETRY_MAX_S)
             log_event(
                 logger,
                 logging.WARNING,
@@ -261,7 +263,7 @@ def _record_completion(
                 error=str(exc),
             )
             time.sleep(min(delay, remaining))
-            delay = min(delay * 2, COMPLETION_RETRY_MAX_S)
+            tries += 1
 
 
 def _tell_the_view(view: ServiceView, turn: Turn, exc: Exception | None) -> ViewState | None:

@@ -3,6 +3,7 @@ every session through the one gate, a bounded few at once (the TRD bounds bulk-j
 and one failing session never stops or delays the rest."""
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ from datetime import datetime
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.backoff import backoff_s
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import (
@@ -150,7 +152,7 @@ def generate_retrying_unrecorded(
         ]
         if not again:
             break
-        sleep(first_delay_s * 2**retry)
+        sleep(backoff_s(first_delay_s, retry, math.inf))
         log_event(logger, logging.INFO, "generation.retrying_in_run", sessions=len(again))
         retried = generate_each(again, generate, left_behind=0, concurrency=concurrency)
         results.update({s.session_id: s for s in retried.sessions})
