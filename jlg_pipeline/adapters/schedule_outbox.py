@@ -42,10 +42,10 @@ from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS
 from jlg_pipeline.domain.schedule_sync import (
     APPLY_LEASE,
-    DIRECT_WITHIN,
     FIRST_TRY_AFTER,
     DirectLaunch,
     PendingChange,
+    goes_direct,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
@@ -209,7 +209,7 @@ class ScheduleOutbox:
             conn.execute(statement)
 
     def direct_near(self) -> int:
-        """Every pending change whose time is under DIRECT_WITHIN away goes direct, decided in
+        """Every pending change whose time is near (``goes_direct``) goes direct, decided in
         the database without an AWS call (an applier holding one, even one stuck on a silent
         AWS, finds it settled). Any schedule left from an earlier arm is harmless: the claim
         refuses it before the session's time (less its tolerance) and after the cycle ran."""
@@ -218,7 +218,7 @@ class ScheduleOutbox:
             .where(
                 outbox.c.direct == false(),
                 outbox.c.fire_at.is_not(None),
-                outbox.c.fire_at < func.now() + _interval(DIRECT_WITHIN),
+                goes_direct(outbox.c.fire_at, func.now()),
             )
             .values(direct=True, next_try_at=outbox.c.fire_at, tries=0, last_error=None)
         )

@@ -4,6 +4,7 @@ that failed is tried again (docs/design.md "Schedule sync", pinned)."""
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any, overload
 
 from jlg_pipeline.domain.backoff import backoff_s
 
@@ -32,6 +33,17 @@ class ChangeAction(StrEnum):
     DIRECT = "direct"
 
 
+@overload
+def goes_direct(fire_at: datetime, now: datetime) -> bool: ...
+@overload
+def goes_direct(fire_at: Any, now: Any) -> Any: ...
+def goes_direct(fire_at: Any, now: Any) -> Any:
+    """Whether a time ``fire_at`` is too near ``now`` for EventBridge (under DIRECT_WITHIN): it
+    goes direct. The one rule, for a change in hand (datetimes: a bool) and in the database
+    (SQL expressions: the condition the outbox's statements filter on)."""
+    return fire_at < now + DIRECT_WITHIN
+
+
 @dataclass(frozen=True, slots=True)
 class PendingChange:
     """The newest desired schedule state of one session, not yet applied. ``fire_at`` None
@@ -50,7 +62,7 @@ class PendingChange:
     def action(self) -> ChangeAction:
         if self.fire_at is None:
             return ChangeAction.DELETE
-        if self.fire_at - self.now < DIRECT_WITHIN:
+        if goes_direct(self.fire_at, self.now):
             return ChangeAction.DIRECT
         return ChangeAction.UPSERT
 

@@ -1,0 +1,30 @@
+"""Rules said once: a decision the code makes in more than one place is written in one
+function the others call (what the code says, read from the files)."""
+
+import io
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _uses(name: str, *, but: str) -> list[str]:
+    """Where shipped code (not its comments or docstrings) names ``name``, in any module but
+    ``but``."""
+    found = []
+    for path in sorted([*(ROOT / "jlg_pipeline").rglob("*.py"), *(ROOT / "web").rglob("*.py")]):
+        if path == ROOT / but:
+            continue
+        tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        found += [
+            f"{path.relative_to(ROOT)}:{token.start[0]}"
+            for token in tokens
+            if token.type == tokenize.NAME and token.string == name
+        ]
+    return found
+
+
+def test_a_near_time_goes_direct_by_one_rule() -> None:
+    """Whether a time is near enough to go around EventBridge is decided by
+    ``domain/schedule_sync.goes_direct``, for a change in hand and in SQL alike."""
+    assert _uses("DIRECT_WITHIN", but="jlg_pipeline/domain/schedule_sync.py") == []
