@@ -5,6 +5,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine, instance_storage_url
@@ -18,6 +19,13 @@ from tests.support import postgres
 # may use the knobs for tests (JLG_TEST_*) and the local default database. The production
 # refusals are tested with explicit settings (tests/unit/test_hardening.py).
 os.environ.setdefault("JLG_ENVIRONMENT", "local")
+
+# Property tests explore new examples on a developer's machine; CI (.ci/run sets CI=true)
+# replays the same ones every time, so a landing never depends on a draw. A failure anywhere
+# prints the example and the blob that reproduces it.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 TIERS = ("unit", "integration", "e2e")

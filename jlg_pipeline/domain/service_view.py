@@ -269,7 +269,8 @@ def after_call(
             paused_until=max(until, state.paused_until or until),
             probe_until=None if probed else state.probe_until,
         )
-    return replace(healed, paused_until=None, probe_until=None)
+    # A probe still out keeps its hold (one probe at a time) unless this was it.
+    return replace(healed, paused_until=None, probe_until=None if probed else state.probe_until)
 
 
 def held_by_the_service(state: ViewState) -> bool:

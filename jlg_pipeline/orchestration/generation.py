@@ -51,7 +51,7 @@ from jlg_pipeline.orchestration.tags import (
     run_tags,
 )
 from jlg_pipeline.services.generation import bind_gate
-from jlg_pipeline.services.next_step import next_step
+from jlg_pipeline.services.next_step import By, next_step
 from jlg_pipeline.services.sweep import generate_retrying_unrecorded
 
 RETRY_DELAY_SECONDS = 10.0
@@ -105,7 +105,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
                     "retry_in_s": exc.retry_in_s,
                     "next": step.tag,
                 },
-                allow_retries=step.by == "this run",
+                allow_retries=step.by is By.THIS_RUN,
             ) from None
         tag_outcome(context, outcome.result.value, session_id, outcome.cycle)
         return Output(None, metadata=outcome_metadata(outcome))

@@ -7,16 +7,39 @@ person to fix the cause."""
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import SessionResult
 
 
+class By(StrEnum):
+    """Who tries a failed session again."""
+
+    WATCHDOG = "watchdog"
+    """At its wait's end: a retryable failure of its own, or one the service held."""
+    THIS_RUN = "this run"
+    """Now, in the run that holds its claim: its result is left to record."""
+    SWEEP = "sweep"
+    """At the next sweep: not retryable."""
+    PERSON = "a person"
+    """Nothing does: not retryable, and the sweep is off."""
+
+
+def who_tries_again(retryable: bool, retry_in_s: float | None, *, sweep_on: bool) -> By:
+    """The one rule: every place that retries or tells of a failure asks it (the op's retry,
+    a run of several's in-run retry, the run's first line and ``jlg/next`` tag)."""
+    if retry_in_s is not None:
+        return By.WATCHDOG
+    if retryable:
+        return By.THIS_RUN
+    return By.SWEEP if sweep_on else By.PERSON
+
+
 @dataclass(frozen=True, slots=True)
 class NextStep:
     retryable: bool
-    by: str
-    """``watchdog``, ``this run``, ``sweep`` or ``a person``."""
+    by: By
     at: datetime | None
     text: str
     """One line: retryable or not, when and by what it is re-attempted, what to do."""
@@ -24,7 +47,8 @@ class NextStep:
     @property
     def tag(self) -> str:
         """The ``jlg/next`` tag: who comes back for it, and when (UTC)."""
-        return self.by if self.at is None else f"{self.by} at {self.at:%Y-%m-%dT%H:%M:%SZ}"
+        by = self.by.value
+        return by if self.at is None else f"{by} at {self.at:%Y-%m-%dT%H:%M:%SZ}"
 
 
 def next_step(error: GenerationFailed, now: datetime, sweep_at: datetime | None) -> NextStep:
@@ -35,28 +59,31 @@ def next_step(error: GenerationFailed, now: datetime, sweep_at: datetime | None)
 def _step(
     retryable: bool, retry_in_s: float | None, now: datetime, sweep_at: datetime | None
 ) -> NextStep:
-    if retry_in_s is not None:
+    by = who_tries_again(retryable, retry_in_s, sweep_on=sweep_at is not None)
+    if by is By.WATCHDOG:
+        assert retry_in_s is not None
         at = now + timedelta(seconds=retry_in_s)
         return NextStep(
             True,
-            "watchdog",
+            by,
             at,
             f"retryable: the watchdog tries it again in {retry_in_s:g} s "
             f"(at {at:%H:%M:%S} UTC); nothing to do unless it keeps failing",
         )
-    if retryable:
-        return NextStep(True, "this run", None, "retryable: this run tries it again now")
-    if sweep_at is None:
+    if by is By.THIS_RUN:
+        return NextStep(True, by, None, "retryable: this run tries it again now")
+    if by is By.PERSON:
         return NextStep(
             False,
-            "a person",
+            by,
             None,
             "not retryable, and the sweep is off: fix the cause, then re-arm the session "
             "(PATCH its time) or launch join_link_fallback_sweep_job",
         )
+    assert sweep_at is not None
     return NextStep(
         False,
-        "sweep",
+        by,
         sweep_at,
         f"not retryable: the sweep at {sweep_at:%H:%M} UTC tries it again; fix the cause "
         "first, or re-arm the session (PATCH its time) to try sooner",
@@ -104,13 +131,13 @@ def run_headline(
         named += f" and {len(ids) - NAMED} more"
     steps = [_step(bool(r.retryable), r.retry_in_s, now, sweep_at) for r in failed]
     first = min(steps, key=lambda step: step.at or now)
-    if first.by == "a person":
+    if first.by is By.PERSON:
         when = "nothing tries it again"
-    elif first.by == "this run":
+    elif first.by is By.THIS_RUN:
         when = "the first is tried again by this run now"
     else:
         assert first.at is not None
-        clock = f"{first.at:%H:%M:%S}" if first.by == "watchdog" else f"{first.at:%H:%M}"
+        clock = f"{first.at:%H:%M:%S}" if first.by is By.WATCHDOG else f"{first.at:%H:%M}"
         when = f"the first is tried again by the {first.by} at {clock} UTC"
     return Headline(
         f"{len(ids)} session(s) failed ({named}); {when}: {next_for_many(failed, sweep_at)}",

@@ -22,6 +22,7 @@ from jlg_pipeline.domain.models import (
 )
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.generation import Gate
+from jlg_pipeline.services.next_step import By, who_tries_again
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +149,8 @@ def generate_retrying_unrecorded(
         again = [
             by_session[s.session_id]
             for s in results.values()
-            if s.retryable and s.retry_in_s is None
+            if s.outcome == GenerationResult.FAILED
+            and who_tries_again(bool(s.retryable), s.retry_in_s, sweep_on=True) is By.THIS_RUN
         ]
         if not again:
             break

@@ -120,6 +120,21 @@ def test_a_pause_holds_everyone_then_one_probes_first() -> None:
     assert take_turn(state, Budget(), at(33), HOLD_S)[0].verdict is Verdict.CALL
 
 
+def test_an_answer_to_a_call_made_before_a_pause_keeps_the_probe_that_is_out() -> None:
+    """Found by the state machine below: a call made before a pause answers while the probe
+    after the pause is still out, then another such call is throttled; when that pause ends
+    the probe still out is the one probe (a second would go out beside it)."""
+    state = after_call(ViewState(), Health.THROTTLED, at(0), retry_after_s=1)
+    probe, state = take_turn(state, Budget(), at(2), HOLD_S)
+    assert probe.verdict is Verdict.PROBE
+    state = after_call(state, Health.ANSWERED, at(3))
+    state = after_call(state, Health.THROTTLED, at(4), retry_after_s=0)
+    second, _ = take_turn(state, Budget(), at(5), HOLD_S)
+    assert (second.verdict, second.hold) == (Verdict.WAIT, Hold.PROBE_OUT)
+    state = after_call(state, Health.ANSWERED, at(6), probed=True)
+    assert take_turn(state, Budget(), at(6), HOLD_S)[0].verdict is Verdict.CALL
+
+
 def test_a_probe_not_made_frees_the_next_caller_at_once() -> None:
     state = after_call(ViewState(), Health.THROTTLED, at(0), retry_after_s=1)
     probe, state = take_turn(state, Budget(), at(2), HOLD_S)

@@ -4,9 +4,12 @@ or broken session never stops the rest, and the report counts each outcome."""
 import logging
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, GenerationResult
+from jlg_pipeline.services.next_step import By, who_tries_again
 from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 from tests.support.logs import fields_of
 
@@ -77,3 +80,28 @@ def test_only_results_this_run_could_not_record_are_retried_in_it() -> None:
     assert waits == [1.0, 2.0], "two rounds for session 1, then nothing left to retry"
     assert (report.completed, report.failed) == (2, 2)
     assert [s.session_id for s in report.sessions] == [1, 2, 3, 4], "in the order given"
+
+
+@given(
+    retryable=st.booleans(),
+    retry_in_s=st.none() | st.floats(0, 600),
+)
+def test_a_run_of_several_retries_exactly_what_the_one_rule_gives_to_this_run(
+    retryable: bool, retry_in_s: float | None
+) -> None:
+    """Who tries a failure again is decided once (services/next_step.py): a run of several
+    retries a session in the run exactly when that rule says "this run", as a one-session
+    run's op retries exactly then."""
+    calls: list[int] = []
+
+    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+        calls.append(request.session_id)
+        raise GenerationFailed(
+            "failed", session_id=1, attempt=1, retryable=retryable, retry_in_s=retry_in_s
+        )
+
+    generate_retrying_unrecorded(
+        _requests(1), generate, concurrency=1, retries=1, first_delay_s=0, sleep=lambda _: None
+    )
+    in_this_run = who_tries_again(retryable, retry_in_s, sweep_on=True) is By.THIS_RUN
+    assert len(calls) == (2 if in_this_run else 1)
