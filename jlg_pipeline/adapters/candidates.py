@@ -22,7 +22,15 @@ from sqlalchemy import (
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor
-from jlg_pipeline.adapters.session_statements import S, SessionStatements, due_session, ms
+from jlg_pipeline.adapters.session_statements import (
+    S,
+    SessionStatements,
+    due_session,
+    in_fresh_index,
+    ms,
+    never_claimed,
+    unattended,
+)
 from jlg_pipeline.adapters.tables import held_session as hs
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
@@ -47,11 +55,7 @@ def held_by_status() -> CompoundSelect[Any]:
     host table's size."""
     live = ps.c.deleted_at.is_(None)
     status = ps.c.link_generation_status
-    fresh = (
-        select(status, func.count())
-        .where(live, status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]))
-        .group_by(status)
-    )
+    fresh = select(status, func.count()).where(live, in_fresh_index()).group_by(status)
     failed = select(literal(S.FAILED.value), func.count()).where(live, status == S.FAILED.value)
     return union_all(fresh, failed)
 
@@ -63,13 +67,7 @@ def waiting_for_the_service(stale_ms: int) -> CompoundSelect[Any]:
     live = ps.c.deleted_at.is_(None)
     status = ps.c.link_generation_status
     fresh = select(func.count()).where(
-        live,
-        status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
-        ps.c.link_generation_at <= func.now(),
-        or_(
-            status == S.SCHEDULED.value,
-            ps.c.updated_at < func.now() - ms(stale_ms),
-        ),
+        live, unattended(stale_ms), ps.c.link_generation_at <= func.now()
     )
     retrying = select(func.count()).where(
         live,
@@ -114,8 +112,7 @@ class CandidateQueries(SessionStatements):
             0,
             literal(0),
             (),
-            ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
-            or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
+            unattended(self.windows.stale_ms),
         )
         failed = tier(
             1,
@@ -165,9 +162,8 @@ class CandidateQueries(SessionStatements):
             .where(
                 # The predicates of ix_psession_link_gen_fresh, so the planner can use it.
                 ps.c.deleted_at.is_(None),
-                ps.c.link_generation_status.in_([S.SCHEDULED.value, S.IN_PROGRESS.value]),
+                unattended(self.windows.stale_ms),
                 ps.c.link_generation_at <= func.now() - ms(self.windows.watchdog_grace_ms),
-                or_(ps.c.link_generation_status == S.SCHEDULED.value, self._stale()),
             )
             .order_by(ps.c.link_generation_at, ps.c.id)
             .limit(limit)
@@ -190,7 +186,7 @@ class CandidateQueries(SessionStatements):
             .where(
                 hs.c.not_before <= func.now(),
                 ps.c.deleted_at.is_(None),
-                ps.c.link_generation_status == S.SCHEDULED.value,
+                never_claimed(),
                 ps.c.link_generation_at <= func.now(),
             )
             .order_by(hs.c.not_before)
@@ -218,7 +214,7 @@ class CandidateQueries(SessionStatements):
         waiting = select(ps.c.id).where(
             ps.c.id == hs.c.program_session_id,
             ps.c.deleted_at.is_(None),
-            ps.c.link_generation_status == S.SCHEDULED.value,
+            never_claimed(),
         )
         statement = delete(hs).where(
             hs.c.not_before <= func.now(),

@@ -30,6 +30,34 @@ def due_session(row: Any) -> DueSession:
     )
 
 
+FRESH_INDEX_STATUSES = [S.SCHEDULED.value, S.IN_PROGRESS.value]
+"""The statuses ix_psession_link_gen_fresh covers (migration 0003): a predicate that repeats it
+lets the planner use the index."""
+
+
+def in_fresh_index() -> ColumnElement[bool]:
+    return ps.c.link_generation_status.in_(FRESH_INDEX_STATUSES)
+
+
+def never_claimed() -> ColumnElement[bool]:
+    """Armed and not claimed this cycle."""
+    return ps.c.link_generation_status == S.SCHEDULED.value
+
+
+def stale(stale_ms: int) -> ColumnElement[bool]:
+    """IN_PROGRESS and not renewed for the stale window: its attempt is taken for dead."""
+    return and_(
+        ps.c.link_generation_status == S.IN_PROGRESS.value,
+        ps.c.updated_at < func.now() - ms(stale_ms),
+    )
+
+
+def unattended(stale_ms: int) -> ColumnElement[bool]:
+    """The fresh tier no live attempt holds: SCHEDULED, or IN_PROGRESS gone stale (what the
+    sweep, the watchdog and the backlog go after, through ix_psession_link_gen_fresh)."""
+    return and_(in_fresh_index(), or_(never_claimed(), stale(stale_ms)))
+
+
 class SessionStatements:
     """What the statements on program sessions share: the engine, the timing windows and the
     predicates built from them."""
@@ -44,10 +72,7 @@ class SessionStatements:
         return self._engine
 
     def _stale(self) -> ColumnElement[bool]:
-        return and_(
-            ps.c.link_generation_status == S.IN_PROGRESS.value,
-            ps.c.updated_at < func.now() - ms(self.windows.stale_ms),
-        )
+        return stale(self.windows.stale_ms)
 
     def _due(self) -> ColumnElement[bool]:
         return and_(

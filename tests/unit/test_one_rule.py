@@ -28,3 +28,16 @@ def test_a_near_time_goes_direct_by_one_rule() -> None:
     """Whether a time is near enough to go around EventBridge is decided by
     ``domain/schedule_sync.goes_direct``, for a change in hand and in SQL alike."""
     assert _uses("DIRECT_WITHIN", but="jlg_pipeline/domain/schedule_sync.py") == []
+
+
+def test_the_tier_of_sessions_no_attempt_holds_is_one_predicate() -> None:
+    """ "SCHEDULED, or IN_PROGRESS gone stale" (what the sweep, the watchdog and the backlog
+    gauge go after, through ix_psession_link_gen_fresh) is ``session_statements.unattended``;
+    the candidate queries name no status of that tier themselves."""
+    statements = "jlg_pipeline/adapters/session_statements.py"
+    in_candidates = [
+        use
+        for use in _uses("IN_PROGRESS", but=statements) + _uses("SCHEDULED", but=statements)
+        if use.startswith("jlg_pipeline/adapters/candidates.py")
+    ]
+    assert in_candidates == []
