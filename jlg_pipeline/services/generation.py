@@ -114,62 +114,27 @@ def generate_for_session(
     bulkRegister fails. ``view``: the online-session service's shared view (no rate budget
     when not given).
     """
+    # Checked before any write, so bad input fails here and never half-way through.
     if not isinstance(trigger, Trigger):
         raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
-    # Checked before any write, so bad input fails here and never half-way through.
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
-
-    settled = _settled(repository.get_state(session_id))
-    if settled is not None:
-        log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=settled)
-        return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=settled)
     view = view or ServiceView(repository.engine)
-    turn = view.wait_for_turn()
-    if not turn.calls:
-        # Nothing claimed, nothing called: the watchdog comes back for it then.
-        reason = f"{turn.reason}; not before {turn.at.isoformat()}"
-        log_event(logger, logging.INFO, "generation.held", **fields, reason=reason)
-        try:
-            view.hold(session_id, turn)
-        except DatabaseUnavailable as exc:
-            # Not lost: the watchdog's grace after the session's time finds it.
-            log_event(
-                logger, logging.WARNING, "generation.hold_unrecorded", **fields, error=str(exc)
-            )
-        return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
+    turn = _turn(repository, view, session_id, fields)
+    if isinstance(turn, GenerationOutcome):
+        return turn
     claim = repository.claim(session_id, trigger, run_id)
     resumed = claim is None and run_id is not None
     if resumed:
         claim = repository.resume(session_id, str(run_id))
     if claim is None:
         view.not_used(turn)
-        reason = skip_reason(repository.get_state(session_id))
-        log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
-        return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
-
+        return _skipped(session_id, skip_reason(repository.get_state(session_id)), fields)
     fields["attempt"] = claim.attempt
     request = replace(request, idempotency_key=cycle_id(session_id, claim.link_generation_at))
-    log_event(
-        logger,
-        logging.INFO,
-        "generation.resumed" if resumed else "generation.dispatched",
-        **fields,
-        role=request.role,
-        batch_size=request.batch_size,
-        idempotency_key=request.idempotency_key,
-    )
-    paused_until = view.pause_before_the_call()
-    if paused_until is not None:
-        # The service asked for a pause after this caller's turn: not called, and due again
-        # when the pause ends (held by the service, not by a backoff of its own).
-        not_called = RegistrarUnavailable(
-            "not called: the service asked for a pause until "
-            f"{paused_until.isoformat()} after this call's turn",
-            throttled=True,
-        )
-        view.give_back(turn)
-        raise _failed(repository, claim, trigger, not_called)
+    event = "generation.resumed" if resumed else "generation.dispatched"
+    log_event(logger, logging.INFO, event, **fields, **_described(request))
+    _stop_if_paused_since(repository, view, turn, claim, trigger)
     with lease(repository, claim):
         try:
             result = registrar.bulk_register(request)
@@ -178,9 +143,75 @@ def generate_for_session(
             raise _failed(repository, claim, trigger, exc, after) from exc
         _tell_the_view(view, turn, None)
         landed = _record_completion(repository, claim, trigger, result)
+    return _generated(claim, result, landed, fields)
 
+
+def _turn(
+    repository: ProgramSessionRepository,
+    view: ServiceView,
+    session_id: int,
+    fields: dict[str, Any],
+) -> Turn | GenerationOutcome:
+    """The service's turn to call now, or why not (SKIPPED, holding nothing): the session
+    cannot be claimed by anyone (no slot of the budget is spent on it), or the view says wait
+    (the session is held for the watchdog until then)."""
+    settled = _settled(repository.get_state(session_id))
+    if settled is not None:
+        return _skipped(session_id, settled, fields)
+    turn = view.wait_for_turn()
+    if turn.calls:
+        return turn
+    reason = f"{turn.reason}; not before {turn.at.isoformat()}"
+    log_event(logger, logging.INFO, "generation.held", **fields, reason=reason)
+    try:
+        view.hold(session_id, turn)
+    except DatabaseUnavailable as exc:
+        # Not lost: the watchdog's grace after the session's time finds it.
+        log_event(logger, logging.WARNING, "generation.hold_unrecorded", **fields, error=str(exc))
+    return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
+
+
+def _skipped(session_id: int, reason: str, fields: dict[str, Any]) -> GenerationOutcome:
+    log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
+    return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
+
+
+def _described(request: BulkRegisterRequest) -> dict[str, Any]:
+    return {
+        "role": request.role,
+        "batch_size": request.batch_size,
+        "idempotency_key": request.idempotency_key,
+    }
+
+
+def _stop_if_paused_since(
+    repository: ProgramSessionRepository,
+    view: ServiceView,
+    turn: Turn,
+    claim: Claim,
+    trigger: Trigger,
+) -> None:
+    """The service asked for a pause after this caller's turn, longer than a caller waits:
+    the claim ends FAILED without a call, due again when the pause ends (held by the service,
+    not by a backoff of its own)."""
+    paused_until = view.pause_before_the_call()
+    if paused_until is None:
+        return
+    not_called = RegistrarUnavailable(
+        "not called: the service asked for a pause until "
+        f"{paused_until.isoformat()} after this call's turn",
+        throttled=True,
+    )
+    view.give_back(turn)
+    raise _failed(repository, claim, trigger, not_called)
+
+
+def _generated(
+    claim: Claim, result: BulkRegisterResult, landed: bool, fields: dict[str, Any]
+) -> GenerationOutcome:
+    """COMPLETED, or SUPERSEDED when a newer attempt fenced this one's mark out."""
     outcome = GenerationOutcome(
-        session_id,
+        claim.session_id,
         GenerationResult.COMPLETED,
         attempt=claim.attempt,
         job_id=result.job_id,
@@ -189,14 +220,14 @@ def generate_for_session(
         lag_seconds=claim.lag_seconds,
         created=result.created,
     )
+    job: dict[str, Any] = {"job_id": result.job_id, "total": result.total}
     if not landed:
         log_event(
             logger,
             logging.WARNING,
             "generation.superseded",
             **fields,
-            job_id=result.job_id,
-            total=result.total,
+            **job,
             reason=SUPERSEDED_REASON,
         )
         return replace(outcome, result=GenerationResult.SUPERSEDED, reason=SUPERSEDED_REASON)
@@ -205,8 +236,7 @@ def generate_for_session(
         logging.INFO,
         "generation.completed",
         **fields,
-        job_id=result.job_id,
-        total=result.total,
+        **job,
         created=result.created,
         lag_seconds=claim.lag_seconds,
     )
