@@ -17,12 +17,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.backoff import backoff_s
+from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import (
     DatabaseUnavailable,
     GenerationFailed,
@@ -63,6 +65,33 @@ SUPERSEDED_REASON = (
 )
 
 
+class SessionClaims(Protocol):
+    """What the gate asks of the sessions' store (``adapters/repository.py`` in production, a
+    recording fake in the unit tests): read a state, claim, resume a run's own claim, renew
+    the lease, and the two fenced marks."""
+
+    @property
+    def windows(self) -> TimingWindows: ...
+    def get_state(self, session_id: int) -> LinkGenerationState | None: ...
+    def claim(self, session_id: int, trigger: Trigger, run_id: str | None) -> Claim | None: ...
+    def resume(self, session_id: int, run_id: str) -> Claim | None: ...
+    def renew(self, claim: Claim) -> bool: ...
+    def mark_completed(self, claim: Claim, job_id: str, total: int | None = None) -> bool: ...
+    def mark_failed(self, claim: Claim, error: str, retry_in_s: float | None = None) -> bool: ...
+
+
+class ServiceTurns(Protocol):
+    """What the gate asks of the online-session service's shared view
+    (``adapters/service_view.py``; a recording fake in the unit tests)."""
+
+    def wait_for_turn(self) -> Turn: ...
+    def hold(self, session_id: int, turn: Turn) -> None: ...
+    def not_used(self, turn: Turn) -> None: ...
+    def give_back(self, turn: Turn) -> None: ...
+    def pause_before_the_call(self) -> datetime | None: ...
+    def report(self, health: Health, retry_after_s: float | None, turn: Turn) -> ViewState: ...
+
+
 Gate = Callable[[BulkRegisterRequest], GenerationOutcome]
 """``generate_for_session`` with its adapters, the caller's trigger and run bound."""
 
@@ -96,14 +125,14 @@ def bind_gate(
 def generate_for_session(
     session_id: int,
     *,
-    repository: ProgramSessionRepository,
+    repository: SessionClaims,
     registrar: BulkRegistrar,
     trigger: Trigger,
     role: str | None = None,
     batch_size: int | None = None,
     actor_user_id: int | None = None,
     run_id: str | None = None,
-    view: ServiceView | None = None,
+    view: ServiceTurns | None = None,
 ) -> GenerationOutcome:
     """Generate join links for one session, at most once per cycle.
 
@@ -119,7 +148,10 @@ def generate_for_session(
         raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
-    view = view or ServiceView(repository.engine)
+    if view is None:
+        if not isinstance(repository, ProgramSessionRepository):
+            raise InvalidInput("a store other than the database brings its own service view")
+        view = ServiceView(repository.engine)
     turn = _turn(repository, view, session_id, fields)
     if isinstance(turn, GenerationOutcome):
         return turn
@@ -147,8 +179,8 @@ def generate_for_session(
 
 
 def _turn(
-    repository: ProgramSessionRepository,
-    view: ServiceView,
+    repository: SessionClaims,
+    view: ServiceTurns,
     session_id: int,
     fields: dict[str, Any],
 ) -> Turn | GenerationOutcome:
@@ -185,8 +217,8 @@ def _described(request: BulkRegisterRequest) -> dict[str, Any]:
 
 
 def _stop_if_paused_since(
-    repository: ProgramSessionRepository,
-    view: ServiceView,
+    repository: SessionClaims,
+    view: ServiceTurns,
     turn: Turn,
     claim: Claim,
     trigger: Trigger,
@@ -248,7 +280,7 @@ COMPLETION_RETRY_MAX_S = 10.0
 
 
 def _record_completion(
-    repository: ProgramSessionRepository,
+    repository: SessionClaims,
     claim: Claim,
     trigger: Trigger,
     result: BulkRegisterResult,
@@ -296,7 +328,7 @@ def _record_completion(
             tries += 1
 
 
-def _tell_the_view(view: ServiceView, turn: Turn, exc: Exception | None) -> ViewState | None:
+def _tell_the_view(view: ServiceTurns, turn: Turn, exc: Exception | None) -> ViewState | None:
     """What the call's result says about the service, told to every caller (None: it says
     nothing about the service, or the database did not take it: the turn is given back)."""
     health = health_of(exc)
@@ -312,7 +344,7 @@ def _tell_the_view(view: ServiceView, turn: Turn, exc: Exception | None) -> View
 
 
 def _failed(
-    repository: ProgramSessionRepository,
+    repository: SessionClaims,
     claim: Claim,
     trigger: Trigger,
     exc: Exception,

@@ -7,8 +7,9 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import Claim
 from jlg_pipeline.log import describe, log_event
 
@@ -18,8 +19,16 @@ RENEWALS_PER_WINDOW = 3
 STOP_WAIT_S = 5.0
 
 
+class Renewable(Protocol):
+    """A store whose claims can be renewed (the repository; the gate's fake in unit tests)."""
+
+    @property
+    def windows(self) -> TimingWindows: ...
+    def renew(self, claim: Claim) -> bool: ...
+
+
 @contextmanager
-def lease(repository: ProgramSessionRepository, claim: Claim) -> Iterator[None]:
+def lease(repository: Renewable, claim: Claim) -> Iterator[None]:
     """Renew ``claim`` in the background for as long as the block runs."""
     interval_s = repository.windows.stale_ms / RENEWALS_PER_WINDOW / 1000
     stop = threading.Event()

@@ -1,15 +1,26 @@
 """Fakes of the external seams, each on the same protocol as the real adapter and recording
 what it was asked: bulkRegister (the online-session service), the SQS queue and EventBridge
-Scheduler."""
+Scheduler; and, for the gate's unit tests only, its store and its view of the service (the
+real ones are proven against PostgreSQL in the integration tier)."""
 
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.models import (
+    BulkRegisterRequest,
+    BulkRegisterResult,
+    Claim,
+    LinkGenerationState,
+    Trigger,
+)
+from jlg_pipeline.domain.service_view import Health, Turn, Verdict, ViewState
+from jlg_pipeline.domain.status import LinkGenerationStatus
 
 
 @dataclass
@@ -111,3 +122,127 @@ class FakeScheduler:
         if self.error is not None:
             raise self.error
         return self.schedules.pop(name, None) is not None
+
+
+@dataclass
+class FakeSessions:
+    """The gate's store (``services/generation.SessionClaims``) in memory, recording what it
+    was asked: one session per id, claimed as the repository's statement does (SCHEDULED or
+    FAILED, or IN_PROGRESS gone ``stale``; not deleted; due), each claim a new attempt, the
+    marks fenced to the attempt holding it. ``lose_claim``: the next claim goes to another
+    caller first; ``fence_marks``: a newer attempt took the claim before the mark."""
+
+    states: dict[int, LinkGenerationState] = field(default_factory=dict)
+    windows: TimingWindows = field(default_factory=TimingWindows)
+    asked: list[str] = field(default_factory=list)
+    lose_claim: bool = False
+    fence_marks: bool = False
+    run_of: dict[int, str | None] = field(default_factory=dict)
+
+    def arm(self, session_id: int, status: LinkGenerationStatus, **changes: Any) -> None:
+        at = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
+        values: dict[str, Any] = {
+            "id": session_id,
+            "link_generation_at": at,
+            "status": status,
+            "attempt": 0,
+            "last_error": None,
+            "job_id": None,
+            "updated_at": at,
+            "deleted": False,
+            "stale": False,
+            "due": True,
+        }
+        self.states[session_id] = LinkGenerationState(**{**values, **changes})
+
+    def get_state(self, session_id: int) -> LinkGenerationState | None:
+        self.asked.append(f"get_state {session_id}")
+        return self.states.get(session_id)
+
+    def claim(self, session_id: int, trigger: Trigger, run_id: str | None) -> Claim | None:
+        self.asked.append(f"claim {session_id}")
+        state = self.states.get(session_id)
+        if self.lose_claim and state is not None:
+            self.lose_claim = False
+            self._set(state, status=LinkGenerationStatus.IN_PROGRESS, attempt=state.attempt + 1)
+            return None
+        claimable = state is not None and (
+            state.status in (LinkGenerationStatus.SCHEDULED, LinkGenerationStatus.FAILED)
+            or (state.status is LinkGenerationStatus.IN_PROGRESS and state.stale)
+        )
+        if state is None or not claimable or state.deleted or not state.due:
+            return None
+        attempt = state.attempt + 1
+        self._set(state, status=LinkGenerationStatus.IN_PROGRESS, attempt=attempt, stale=False)
+        self.run_of[session_id] = run_id
+        assert state.link_generation_at is not None
+        return Claim(session_id, 1, attempt, state.link_generation_at)
+
+    def resume(self, session_id: int, run_id: str) -> Claim | None:
+        self.asked.append(f"resume {session_id}")
+        state = self.states.get(session_id)
+        if state is None or state.status is not LinkGenerationStatus.IN_PROGRESS:
+            return None
+        if self.run_of.get(session_id) != run_id:
+            return None
+        assert state.link_generation_at is not None
+        return Claim(session_id, 1, state.attempt, state.link_generation_at)
+
+    def renew(self, claim: Claim) -> bool:
+        self.asked.append(f"renew {claim.session_id}")
+        return True
+
+    def mark_completed(self, claim: Claim, job_id: str, total: int | None = None) -> bool:
+        self.asked.append(f"mark_completed {claim.session_id}")
+        return self._mark(claim, LinkGenerationStatus.COMPLETED, job_id=job_id)
+
+    def mark_failed(self, claim: Claim, error: str, retry_in_s: float | None = None) -> bool:
+        self.asked.append(f"mark_failed {claim.session_id} retry_in_s={retry_in_s}")
+        return self._mark(claim, LinkGenerationStatus.FAILED, last_error=error)
+
+    def _mark(self, claim: Claim, status: LinkGenerationStatus, **values: Any) -> bool:
+        state = self.states[claim.session_id]
+        if self.fence_marks or state.attempt != claim.attempt:
+            return False
+        self._set(state, status=status, **values)
+        return True
+
+    def _set(self, state: LinkGenerationState, **values: Any) -> None:
+        self.states[state.id] = replace(state, **values)
+
+
+@dataclass
+class FakeTurns:
+    """The online-session service's shared view as the gate sees it
+    (``services/generation.ServiceTurns``): hands out ``turns`` in order (a CALL now when none
+    is left), pauses once before the call when ``paused_until`` is set, and records the rest."""
+
+    turns: list[Turn] = field(default_factory=list)
+    paused_until: datetime | None = None
+    taken: list[Turn] = field(default_factory=list)
+    held: list[tuple[int, Turn]] = field(default_factory=list)
+    unused: list[Turn] = field(default_factory=list)
+    given_back: list[Turn] = field(default_factory=list)
+    reports: list[tuple[Health, float | None]] = field(default_factory=list)
+
+    def wait_for_turn(self) -> Turn:
+        now = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
+        turn = self.turns.pop(0) if self.turns else Turn(Verdict.CALL, now)
+        self.taken.append(turn)
+        return turn
+
+    def hold(self, session_id: int, turn: Turn) -> None:
+        self.held.append((session_id, turn))
+
+    def not_used(self, turn: Turn) -> None:
+        self.unused.append(turn)
+
+    def give_back(self, turn: Turn) -> None:
+        self.given_back.append(turn)
+
+    def pause_before_the_call(self) -> datetime | None:
+        return self.paused_until
+
+    def report(self, health: Health, retry_after_s: float | None, turn: Turn) -> ViewState:
+        self.reports.append((health, retry_after_s))
+        return ViewState()
