@@ -13,8 +13,6 @@ own included, so a run's trigger tag is believed only when the instance's record
 
 Anything else, a re-execution a person launched included, is ``manual``."""
 
-import time
-
 from dagster import DagsterInstance, DagsterInvariantViolationError, DagsterRun, RunsFilter
 
 from jlg_pipeline.domain.models import Trigger
@@ -26,6 +24,7 @@ from jlg_pipeline.orchestration.tags import (
     TICK_TAG,
     TRIGGER_TAG,
 )
+from jlg_pipeline.services.retrying import tries
 
 AUTOMATIC = frozenset(Trigger) - {Trigger.MANUAL, Trigger.BACKFILL}
 """Triggers only a sensor or a schedule asks for."""
@@ -73,9 +72,11 @@ def _asked_by_backfill(instance: DagsterInstance, run: DagsterRun) -> bool:
     backfill_id, partition = run.tags.get(BACKFILL_TAG), run.tags.get(PARTITION_TAG)
     if backfill_id is None or partition is None:
         return False
-    deadline = time.monotonic() + BACKFILL_RECORD_WAIT_S
-    while (backfill := instance.get_backfill(backfill_id)) is None and time.monotonic() < deadline:
-        time.sleep(BACKFILL_RECORD_POLL_S)
+    backfill = None
+    polls = tries(BACKFILL_RECORD_POLL_S, BACKFILL_RECORD_POLL_S, within_s=BACKFILL_RECORD_WAIT_S)
+    for _ in polls:
+        if (backfill := instance.get_backfill(backfill_id)) is not None:
+            break
     if backfill is None or partition not in (backfill.partition_names or ()):
         return False
     first = instance.get_run_records(

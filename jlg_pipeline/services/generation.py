@@ -14,7 +14,6 @@ idempotency key, which the service answers with the same job.
 """
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -56,6 +55,7 @@ from jlg_pipeline.domain.service_view import (
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.lease import lease
+from jlg_pipeline.services.retrying import tries
 
 logger = logging.getLogger(__name__)
 S = LinkGenerationStatus
@@ -290,42 +290,36 @@ def _record_completion(
     IN_PROGRESS under this attempt, and a retry of the same run soon after resumes it before
     it goes stale (after that, a new attempt takes it over and the cycle's idempotency key
     keeps the service to one job)."""
-    deadline = time.monotonic() + repository.windows.stale_ms / 2000
     fields: dict[str, Any] = {
         "session_id": claim.session_id,
         "attempt": claim.attempt,
         "job_id": result.job_id,
     }
-    tries = 0
-    while True:
+    within_s = repository.windows.stale_ms / 2000
+    for number in tries(COMPLETION_RETRY_FIRST_S, COMPLETION_RETRY_MAX_S, within_s=within_s):
         try:
             return repository.mark_completed(claim, result.job_id, result.total)
         except DatabaseUnavailable as exc:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                log_event(logger, logging.ERROR, "generation.completion_unrecorded", **fields)
-                raise RetryableGenerationFailed(
-                    f"bulkRegister job {result.job_id} for session {claim.session_id} "
-                    f"(attempt {claim.attempt}) could not be recorded: the database stayed "
-                    "unavailable; a retry of this run resumes the claim and the service "
-                    "answers the same job for the cycle's idempotency key",
-                    session_id=claim.session_id,
-                    attempt=claim.attempt,
-                    retryable=True,
-                    cycle=claim.link_generation_at,
-                ) from None
-            delay = backoff_s(COMPLETION_RETRY_FIRST_S, tries, COMPLETION_RETRY_MAX_S)
             log_event(
                 logger,
                 logging.WARNING,
                 "generation.completion_retry",
                 **fields,
                 trigger=trigger.value,
-                retry_in_s=delay,
+                retry_in_s=backoff_s(COMPLETION_RETRY_FIRST_S, number, COMPLETION_RETRY_MAX_S),
                 error=str(exc),
             )
-            time.sleep(min(delay, remaining))
-            tries += 1
+    log_event(logger, logging.ERROR, "generation.completion_unrecorded", **fields)
+    raise RetryableGenerationFailed(
+        f"bulkRegister job {result.job_id} for session {claim.session_id} "
+        f"(attempt {claim.attempt}) could not be recorded: the database stayed "
+        "unavailable; a retry of this run resumes the claim and the service "
+        "answers the same job for the cycle's idempotency key",
+        session_id=claim.session_id,
+        attempt=claim.attempt,
+        retryable=True,
+        cycle=claim.link_generation_at,
+    )
 
 
 def _tell_the_view(view: ServiceTurns, turn: Turn, exc: Exception | None) -> ViewState | None:

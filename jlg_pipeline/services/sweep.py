@@ -3,7 +3,6 @@ every session through the one gate, a bounded few at once (the TRD bounds bulk-j
 and one failing session never stops or delays the rest."""
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +10,6 @@ from datetime import datetime
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
-from jlg_pipeline.domain.backoff import backoff_s
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import (
@@ -23,6 +21,7 @@ from jlg_pipeline.domain.models import (
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.generation import Gate
 from jlg_pipeline.services.next_step import By, who_tries_again
+from jlg_pipeline.services.retrying import tries
 
 logger = logging.getLogger(__name__)
 
@@ -141,23 +140,21 @@ def generate_retrying_unrecorded(
     could not record (retryable, with no wait for the watchdog): only their own run can
     resume their claim. A session the watchdog comes back for never holds the run."""
     by_session = {r.session_id: r for r in requests}
-    results = {
-        s.session_id: s
-        for s in generate_each(requests, generate, left_behind=0, concurrency=concurrency).sessions
-    }
-    for retry in range(retries):
-        again = [
+    results: dict[int, SessionResult] = {}
+    pending = list(requests)
+    for number in tries(first_delay_s, at_most=retries + 1, sleep=sleep):
+        if number:
+            log_event(logger, logging.INFO, "generation.retrying_in_run", sessions=len(pending))
+        done = generate_each(pending, generate, left_behind=0, concurrency=concurrency)
+        results.update({s.session_id: s for s in done.sessions})
+        pending = [
             by_session[s.session_id]
-            for s in results.values()
+            for s in done.sessions
             if s.outcome == GenerationResult.FAILED
             and who_tries_again(bool(s.retryable), s.retry_in_s, sweep_on=True) is By.THIS_RUN
         ]
-        if not again:
+        if not pending:
             break
-        sleep(backoff_s(first_delay_s, retry, math.inf))
-        log_event(logger, logging.INFO, "generation.retrying_in_run", sessions=len(again))
-        retried = generate_each(again, generate, left_behind=0, concurrency=concurrency)
-        results.update({s.session_id: s for s in retried.sessions})
     return summarize([results[r.session_id] for r in requests], left_behind=0)
 
 

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jlg_pipeline.domain.backoff import MAX_DOUBLINGS, backoff_s
+from jlg_pipeline.services.retrying import tries
 
 ROOT = Path(__file__).resolve().parents[2]
 DOUBLING = re.compile(r"\b2(?:\.0)?\s*\*\*\s*[a-zA-Z_(]|[\w)]\s*\*\s*2\b(?![\d.])")
@@ -40,3 +41,19 @@ def test_the_wait_doubles_from_the_first_up_to_the_cap(
         assert wait == min(first_s, cap_s)
     elif tries < MAX_DOUBLINGS:
         assert backoff_s(first_s, tries + 1, cap_s) == min(wait * 2, cap_s)
+
+
+@given(first_s=st.floats(0.01, 10), at_most=st.integers(1, 8))
+def test_tries_sleep_the_backoff_between_tries_and_stop_after_the_last(
+    first_s: float, at_most: int
+) -> None:
+    waits: list[float] = []
+    numbers = list(tries(first_s, 5.0, at_most=at_most, sleep=waits.append))
+    assert numbers == list(range(at_most))
+    assert waits == [backoff_s(first_s, n, 5.0) for n in range(at_most - 1)], "none after the last"
+
+
+def test_tries_within_a_bound_stop_when_it_has_passed() -> None:
+    waits: list[float] = []
+    assert list(tries(1.0, within_s=0.0, sleep=waits.append)) == [0]
+    assert waits == [], "no sleep past the bound"

@@ -129,4 +129,4 @@ def test_a_mark_a_newer_attempt_fenced_out_is_superseded() -> None:
     sessions.arm(7, S.SCHEDULED)
     outcome = _gate(sessions, turns)
     assert outcome.result is GenerationResult.SUPERSEDED
-    assert outcome.reason is not None and outcome.reason.startswith("a newer attempt")
+    assert (outcome.reason or "").startswith("a newer attempt")

@@ -2,24 +2,27 @@
 function the others call (what the code says, read from the files)."""
 
 import io
+import itertools
 import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _uses(name: str, *, but: str) -> list[str]:
-    """Where shipped code (not its comments or docstrings) names ``name``, in any module but
-    ``but``."""
+def _uses(name: str, *, but: str, called: bool = False) -> list[str]:
+    """Where shipped code (not its comments or docstrings) names ``name`` (``called``: calls
+    it), in any module but ``but``."""
     found = []
     for path in sorted([*(ROOT / "jlg_pipeline").rglob("*.py"), *(ROOT / "web").rglob("*.py")]):
         if path == ROOT / but:
             continue
-        tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
         found += [
             f"{path.relative_to(ROOT)}:{token.start[0]}"
-            for token in tokens
-            if token.type == tokenize.NAME and token.string == name
+            for token, after in itertools.pairwise(tokens)
+            if token.type == tokenize.NAME
+            and token.string == name
+            and (not called or after.string == "(")
         ]
     return found
 
@@ -41,3 +44,15 @@ def test_the_tier_of_sessions_no_attempt_holds_is_one_predicate() -> None:
         if use.startswith("jlg_pipeline/adapters/candidates.py")
     ]
     assert in_candidates == []
+
+
+def test_waiting_happens_in_one_place_outside_the_adapters() -> None:
+    """Services and orchestration wait through one bounded retry helper
+    (``services/retrying.py``, on the one backoff); every other wait is a not-before time the
+    watchdog honours or the shared view's."""
+    sleeping = [
+        use
+        for use in _uses("sleep", but="jlg_pipeline/services/retrying.py", called=True)
+        if use.startswith(("jlg_pipeline/services/", "jlg_pipeline/orchestration/"))
+    ]
+    assert sleeping == []
