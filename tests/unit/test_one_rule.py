@@ -56,3 +56,12 @@ def test_waiting_happens_in_one_place_outside_the_adapters() -> None:
         if use.startswith(("jlg_pipeline/services/", "jlg_pipeline/orchestration/"))
     ]
     assert sleeping == []
+
+
+def test_one_module_bounds_every_blocking_client_call() -> None:
+    """The database's and the online-session service's calls are cut at their deadline by
+    one keeper (``adapters/socket_deadlines.py``): no other module shuts a socket down or
+    runs a timer of its own for it."""
+    keeper = "jlg_pipeline/adapters/socket_deadlines.py"
+    assert _uses("SHUT_RDWR", but=keeper) == []
+    assert _uses("Timer", but=keeper) == []

@@ -14,15 +14,15 @@ import json
 import logging
 import re
 import socket
-import threading
 import time
-from contextlib import suppress
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from typing import Annotated, Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from jlg_pipeline.adapters.socket_deadlines import CallDeadline
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
@@ -62,41 +62,17 @@ def shares_secret(text: str, secret: str, window: int) -> bool:
     return any(low[i : i + window] in hidden for i in range(len(low) - window + 1))
 
 
-class _Watchdog:
-    """Shuts the call's socket down at the deadline, wherever the call is blocked."""
+def _watching(deadline: CallDeadline) -> Callable[[str, dict[str, Any]], None]:
+    """httpcore's trace hook: each socket the call opens is cut at its deadline."""
 
-    def __init__(self, seconds: float) -> None:
-        self.expired = False
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore's trace hook: remember each socket this call opens."""
+    def trace(event: str, info: dict[str, Any]) -> None:
         if event != "connection.connect_tcp.complete" or info.get("return_value") is None:
             return
         sock = info["return_value"].get_extra_info("socket")
         if isinstance(sock, socket.socket):
-            with self._lock:
-                self._sockets.append(sock)
-                if self.expired:
-                    self._shutdown(sock)
+            deadline.watch(sock)
 
-    def _fire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._sockets:
-                self._shutdown(sock)
-
-    @staticmethod
-    def _shutdown(sock: socket.socket) -> None:
-        with suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
+    return trace
 
 
 class HttpRegistrar:
@@ -158,19 +134,18 @@ class HttpRegistrar:
         }
         # The cycle's key: a second call for the same cycle is absorbed by the service.
         headers = {IDEMPOTENCY_HEADER: request.idempotency_key} if request.idempotency_key else {}
-        watchdog = _Watchdog(self._timeout_s)
-        started = time.monotonic()
+        deadline = CallDeadline(self._timeout_s)
         try:
             with self._client.stream(
                 "POST",
                 BULK_REGISTER_PATH,
                 json=body,
                 headers=headers,
-                extensions={"trace": watchdog.trace},
+                extensions={"trace": _watching(deadline)},
             ) as response:
                 content = self._read_capped(response)
         except httpx.HTTPError as exc:
-            if watchdog.expired or time.monotonic() - started >= self._timeout_s:
+            if deadline.expired:
                 raise RegistrarUnavailable(
                     f"bulkRegister exceeded its {self._timeout_s:g}s deadline"
                 ) from None
@@ -182,7 +157,7 @@ class HttpRegistrar:
                 f"bulkRegister could not complete the call ({type(exc).__name__})"
             ) from None
         finally:
-            watchdog.cancel()
+            deadline.close()
         return _result(response, content, self._token)
 
     def _read_capped(self, response: httpx.Response) -> bytes:
