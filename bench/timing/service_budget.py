@@ -57,8 +57,11 @@ from jlg_pipeline.local.online_session import Answer, OnlineSessionService, onli
 from jlg_pipeline.local.stack import Children
 
 CASES = ("budget", "budget-burst-1", "defaults", "hung", "failing", "unlimited")
-LEAD_S = 25
+LEAD_S = 40
 """The time lies this far ahead when the cohort is armed: the daemon is up by then."""
+IDLE_SAMPLE_S = 15.0
+"""The daemon's CPU over this long before the time, with nothing to do: its ticking, which
+costs the same every second whatever the cohort, taken out of the net figure."""
 FAULT_AT_S = 20
 """A fault begins this long after the time, while the cohort drains."""
 CASE_LIMIT_S = 20 * 60
@@ -85,6 +88,8 @@ class Case:
     left_at_heal: int = 0
     after_heal_s: float = float("nan")
     cpu_per_session: float = float("nan")
+    cpu_net_per_session: float = float("nan")
+    """Net of the daemon's idle ticking over the case's length (IDLE_SAMPLE_S)."""
     twice: int = 0
     verdicts: list[str] = field(default_factory=list)
 
@@ -213,8 +218,11 @@ def run_case(
         healed: list[float] = []
         try:
             pgid = start_daemon(children, env, home / "daemon.log")
+            time.sleep(max(fire_at - IDLE_SAMPLE_S - time.time(), 0))
+            idle_from = sum(group_cpu_seconds(pgid).values())
             time.sleep(max(fire_at - time.time(), 0))
             cpu_before = sum(group_cpu_seconds(pgid).values())
+            idle_per_s = (cpu_before - idle_from) / IDLE_SAMPLE_S
             clock_offset = time.time() - time.monotonic()
             _send(aws.client("sqs"), aws.queue_url, ids)
             if name in ("hung", "failing"):
@@ -231,7 +239,10 @@ def run_case(
                 if completed >= sessions:
                     break
                 time.sleep(0.5)
-            case.cpu_per_session = (sum(group_cpu_seconds(pgid).values()) - cpu_before) / sessions
+            spent = sum(group_cpu_seconds(pgid).values()) - cpu_before
+            case.cpu_per_session = spent / sessions
+            ticking = idle_per_s * (time.time() - fire_at)
+            case.cpu_net_per_session = max(spent - ticking, 0.0) / sessions
         finally:
             children.stop()
         counts = status_counts(engine)
@@ -330,7 +341,7 @@ def main() -> None:
                 str(c.failed),
                 "" if math.isnan(c.heal_s) else f"{c.heal_s:.0f} s / {c.left_at_heal}",
                 "" if math.isnan(c.after_heal_s) else f"{c.after_heal_s:.0f} s",
-                f"{c.cpu_per_session:.3f}",
+                f"{c.cpu_per_session:.3f} ({c.cpu_net_per_session:.3f} net)",
                 str(c.twice),
                 _judge(c, targets),
             )
@@ -348,18 +359,36 @@ def main() -> None:
             "FAILED",
             "healed at / left then",
             "all COMPLETED after the heal",
-            "CPU-s/session",
+            "CPU-s/session (net of idle ticking)",
             "two jobs",
             "",
         ),
     )
     by_name = {c.name: c for c in cases}
     if "budget" in by_name and "unlimited" in by_name:
-        ratio = by_name["budget"].cpu_per_session / by_name["unlimited"].cpu_per_session
+        budget, unlimited = by_name["budget"], by_name["unlimited"]
+        whole = budget.cpu_per_session / unlimited.cpu_per_session
+        net = budget.cpu_net_per_session / unlimited.cpu_net_per_session
         table(
-            "The budget's cost: CPU-s per session, budget over unlimited",
-            [(f"{ratio:.2f}x", "≤ 1.1x", targets.at_most("budget: CPU ratio", ratio, 1.1))],
-            ("ratio", "target", ""),
+            "The budget's cost: CPU-s per session, budget over unlimited (the budgeted cohort "
+            "lasts longer, and the daemon ticks meanwhile: the target is on the net figure)",
+            [
+                (
+                    "whole process group",
+                    f"{budget.cpu_per_session:.3f} / {unlimited.cpu_per_session:.3f}",
+                    f"{whole:.2f}x",
+                    "",
+                    "",
+                ),
+                (
+                    "net of the daemon's idle ticking",
+                    f"{budget.cpu_net_per_session:.3f} / {unlimited.cpu_net_per_session:.3f}",
+                    f"{net:.2f}x",
+                    "≤ 1.1x",
+                    targets.at_most("budget: CPU ratio (net)", net, 1.1),
+                ),
+            ],
+            ("CPU-s per session", "budget / unlimited", "ratio", "target", ""),
         )
     targets.finish(args.strict)
 

@@ -112,7 +112,7 @@ class HttpRegistrar:
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S)),
             transport=transport,
             follow_redirects=False,
-            # A fresh connection per call: the watchdog finds the socket as it is opened.
+            # A fresh connection per call: its deadline finds the socket as it is opened.
             limits=httpx.Limits(max_keepalive_connections=0),
         )
 
