@@ -269,8 +269,14 @@ def after_call(
             paused_until=max(until, state.paused_until or until),
             probe_until=None if probed else state.probe_until,
         )
-    # A probe still out keeps its hold (one probe at a time) unless this was it.
-    return replace(healed, paused_until=None, probe_until=None if probed else state.probe_until)
+    # An answer never shortens a pause still running (it may be to a call made before the
+    # 429); once over, the first answer ends it. A probe still out keeps its hold (one probe
+    # at a time) unless this was it.
+    return replace(
+        healed,
+        paused_until=state.paused_until if state.paused(now) else None,
+        probe_until=None if probed else state.probe_until,
+    )
 
 
 def held_by_the_service(state: ViewState) -> bool:

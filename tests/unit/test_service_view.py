@@ -135,6 +135,18 @@ def test_an_answer_to_a_call_made_before_a_pause_keeps_the_probe_that_is_out() -
     assert take_turn(state, Budget(), at(6), HOLD_S)[0].verdict is Verdict.CALL
 
 
+def test_an_answer_to_a_call_made_before_a_pause_does_not_end_it() -> None:
+    """Found by the budget bench (--keep): calls in flight when the service said 429 come back
+    200 a moment later (its bucket let one more through); that answer lifted the pause, and
+    everyone called again inside the service's Retry-After window (155 to 241 of ~800 calls)."""
+    state = after_call(ViewState(), Health.THROTTLED, at(0), retry_after_s=1)
+    state = after_call(state, Health.ANSWERED, at(0.1))
+    held, _ = take_turn(state, Budget(), at(0.2), HOLD_S)
+    assert (held.verdict, held.hold, held.at) == (Verdict.WAIT, Hold.PAUSE, at(1))
+    probe, state = take_turn(state, Budget(), at(1.1), HOLD_S)
+    assert probe.verdict is Verdict.PROBE, "once it is over, one probe first as ever"
+
+
 def test_a_probe_not_made_frees_the_next_caller_at_once() -> None:
     state = after_call(ViewState(), Health.THROTTLED, at(0), retry_after_s=1)
     probe, state = take_turn(state, Budget(), at(2), HOLD_S)
