@@ -210,7 +210,7 @@ class CandidateQueries(SessionStatements):
     def forget_held(self, session_ids: Sequence[int]) -> None:
         """The watchdog launched these: their holds are spent. Holds whose session is no
         longer waiting (generated, cleared, deleted) go too."""
-        ids = [validation.session_id(sid) for sid in session_ids]
+        ids = list(session_ids)  # the watchdog's own candidates, read from the database
         waiting = select(ps.c.id).where(
             ps.c.id == hs.c.program_session_id,
             ps.c.deleted_at.is_(None),
