@@ -30,6 +30,7 @@ from jlg_pipeline.domain.service_view import (
     ask_again_in,
     due_again_at,
     give_back,
+    held_by_all,
     take_turn,
 )
 
@@ -55,13 +56,10 @@ class Look:
     def held_until(self, patience_s: float = 0.0) -> datetime | None:
         """Until when no caller may call at all (a pause, or a probe out), or None; a pause
         that callers with ``patience_s`` wait out (domain ``ask_again_in``) holds no one."""
-        state = self.state
-        pause = self.pause()
-        if pause is not None:
-            return None if ask_again_in(pause, patience_s) is not None else pause.at
-        if state.probing() and state.probe_until is not None and state.probe_until > self.now:
-            return state.probe_until
-        return None
+        held = held_by_all(self.state, self.now)
+        if held is None or (ask_again_in(held, patience_s) is not None and held.hold is Hold.PAUSE):
+            return None
+        return held.at
 
     def paused(self) -> bool:
         """Whether a pause the service asked for holds now."""
@@ -69,10 +67,8 @@ class Look:
 
     def pause(self) -> Turn | None:
         """A pause that holds now, as the turn every caller is given meanwhile."""
-        until = self.state.paused_until
-        if until is None or not self.paused():
-            return None
-        return Turn(Verdict.WAIT, until, Hold.PAUSE, (until - self.now).total_seconds())
+        held = held_by_all(self.state, self.now)
+        return held if held is not None and held.hold is Hold.PAUSE else None
 
     def why_held(self) -> str:
         if self.paused():

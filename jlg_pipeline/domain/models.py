@@ -136,7 +136,8 @@ class DueSession:
     actor_user_id: int | None = None
     """The admin of the session's newest intent change, when the query asks (the watchdog)."""
     retry_at: datetime | None = None
-    """FAILED retryably: when its wait ended (the watchdog's candidates)."""
+    """The watchdog's candidates: when the session last became due again, a FAILED one's wait
+    or a held one's ``not_before`` (so the watchdog sees a session its run tried since)."""
 
 
 @dataclass(frozen=True, slots=True)

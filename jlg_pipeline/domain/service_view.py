@@ -178,6 +178,19 @@ def due_again_at(turn: Turn) -> datetime | None:
     return turn.at if turn.hold in (Hold.BUDGET, Hold.PAUSE) else None
 
 
+def held_by_all(state: ViewState, now: datetime) -> Turn | None:
+    """The WAIT every caller is given at ``now`` whatever the budget: a pause the service asked
+    for, or a probe out (the service down, or a pause just ended); None: nothing holds them."""
+    if state.paused(now):
+        assert state.paused_until is not None
+        until, hold = state.paused_until, Hold.PAUSE
+    elif state.probing() and state.probe_until is not None and state.probe_until > now:
+        until, hold = state.probe_until, Hold.DOWN if state.down else Hold.PROBE_OUT
+    else:
+        return None
+    return Turn(Verdict.WAIT, until, hold, (until - now).total_seconds())
+
+
 def take_turn(
     state: ViewState, budget: Budget, now: datetime, probe_hold_s: float
 ) -> tuple[Turn, ViewState]:
@@ -187,13 +200,10 @@ def take_turn(
     def turn(verdict: Verdict, when: datetime, hold: Hold | None = None) -> Turn:
         return Turn(verdict, when, hold, (when - now).total_seconds())
 
-    if state.paused(now):
-        assert state.paused_until is not None
-        return turn(Verdict.WAIT, state.paused_until, Hold.PAUSE), state
+    everyone = held_by_all(state, now)
+    if everyone is not None:
+        return everyone, state
     probing = state.probing()
-    if probing and state.probe_until is not None and state.probe_until > now:
-        hold = Hold.DOWN if state.down else Hold.PROBE_OUT
-        return turn(Verdict.WAIT, state.probe_until, hold), state
     slot, next_slot = _slot(state.next_slot_at, budget, now)
     if (slot - now).total_seconds() > MAX_SLOT_WAIT_S:
         return turn(Verdict.WAIT, slot, Hold.BUDGET), state
