@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
@@ -20,6 +21,7 @@ from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindow
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.services.program_session import ProgramSessionService
+from jlg_pipeline.services.programme_actions import ProgrammeActions
 from jlg_pipeline.services.schedule_sync import Scheduler, ScheduleSync
 
 
@@ -69,6 +71,17 @@ def build_program_session_service(
         enabled=settings.scheduler_enabled,
     )
     return ProgramSessionService(build_repository(engine, settings.windows), sync)
+
+
+def build_programme_actions(
+    settings: Settings, engine: Engine, sessions: ProgramSessionService
+) -> ProgrammeActions:
+    """Programme actions on ``engine``, recording schedule changes as ``sessions`` does."""
+    return ProgrammeActions(
+        build_repository(engine, settings.windows),
+        ProgrammeOperations(engine),
+        record_schedule_changes=sessions.records_schedule_changes,
+    )
 
 
 @contextmanager

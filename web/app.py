@@ -84,6 +84,7 @@ def create_app(
         app.state.engine = engine
         app.state.readiness = Readiness(partial(ping, settings.database_url))
         app.state.sessions = sessions
+        app.state.programmes = bootstrap.build_programme_actions(settings, engine, sessions)
         app.state.after_response = after_response
         readings: list[Reading[Any]] = [
             Reading(

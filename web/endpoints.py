@@ -11,7 +11,12 @@ from starlette.responses import Response
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from web import routes
-from web.schemas import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, SetLinkGenerationDto
+from web.schemas import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+    ProgrammeActionDto,
+    SetLinkGenerationDto,
+)
 
 ADMIN_ERRORS = (400, 401, 403, 500, 503)
 
@@ -35,7 +40,8 @@ class Operation:
     """The JSON schema of the success envelope's ``data``; None: a bare 200."""
     errors: tuple[int, ...]
     body: type[BaseModel] | None = None
-    query: tuple[dict[str, Any], ...] = ()
+    parameters: tuple[dict[str, Any], ...] = ()
+    """Query and header parameters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +68,35 @@ class Internal:
 
 
 LIST_QUERY = (
-    {"name": "status", "in": "query", "required": False, "schema": ref("LinkGenerationStatus")},
+    {
+        "name": "programId",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+    },
+    {
+        "name": "status",
+        "in": "query",
+        "required": False,
+        "description": "One or more statuses, comma-separated",
+        "style": "form",
+        "explode": False,
+        "schema": {"type": "array", "items": ref("LinkGenerationStatus"), "minItems": 1},
+    },
+    {
+        "name": "from",
+        "in": "query",
+        "required": False,
+        "description": "linkGenerationAt at or after (RFC 3339)",
+        "schema": {"type": "string", "format": "date-time"},
+    },
+    {
+        "name": "to",
+        "in": "query",
+        "required": False,
+        "description": "linkGenerationAt before (RFC 3339)",
+        "schema": {"type": "string", "format": "date-time"},
+    },
     {
         "name": "limit",
         "in": "query",
@@ -84,6 +118,15 @@ LIST_QUERY = (
 )
 
 SESSION = "/program-session/{id}/link-generation"
+PROGRAMME = "/program/{programId}/link-generation"
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "A repeat with the same key answers the first result without acting again, "
+    "and finishes an operation cut off part-way",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+}
 
 ENDPOINTS = (
     Endpoint(
@@ -151,7 +194,39 @@ ENDPOINTS = (
                 "A page of sessions",
                 ref("SessionPage"),
                 ADMIN_ERRORS,
-                query=LIST_QUERY,
+                parameters=LIST_QUERY,
+            ),
+        ),
+        admin=True,
+    ),
+    Endpoint(
+        PROGRAMME,
+        routes.programme_link_generation,
+        (
+            Operation(
+                "PATCH",
+                "actOnProgramme",
+                "Re-arm, move or clear a programme's sessions at once (dryRun first)",
+                "What changed and what was skipped, and why (a dry run: would)",
+                ref("OperationResponse"),
+                (*ADMIN_ERRORS, 409, 413, 422),
+                body=ProgrammeActionDto,
+                parameters=(IDEMPOTENCY_KEY,),
+            ),
+        ),
+        admin=True,
+    ),
+    Endpoint(
+        f"{PROGRAMME}/operations/{{operationId}}",
+        routes.programme_operation,
+        (
+            Operation(
+                "GET",
+                "getProgrammeOperation",
+                "A programme action's record: who, when, what, and what happened",
+                "The operation",
+                ref("OperationRecordResponse"),
+                (*ADMIN_ERRORS, 404),
             ),
         ),
         admin=True,

@@ -13,11 +13,15 @@ from starlette.responses import JSONResponse, Response
 from jlg_pipeline.domain.errors import (
     BodyTooLarge,
     BodyTooSlow,
+    CountChanged,
     DatabaseUnavailable,
     GenerationInProgress,
+    IdempotencyKeyReused,
     InvalidInput,
     JlgError,
+    OperationNotFound,
     SessionNotFound,
+    TooManySessions,
 )
 from jlg_pipeline.log import log_event
 
@@ -48,14 +52,25 @@ ERRORS: dict[int, ErrorKind] = {
         "Not acting as admin: no X-Active-Role, a role the token does not hold, a role other "
         "than admin, or an X-User-Id that is not the token's sub",
     ),
-    404: ErrorKind("NOT_FOUND", "No such program session, or it is soft-deleted"),
+    404: ErrorKind(
+        "NOT_FOUND",
+        "No such program session, or it is soft-deleted; no such operation in that programme",
+    ),
     405: ErrorKind("METHOD_NOT_ALLOWED", "Method not allowed on this path"),
     408: ErrorKind("REQUEST_TIMEOUT", "Headers or body not received within the server's deadline"),
     409: ErrorKind(
-        "CONFLICT", "A generation holds the session and is not stale; retry when it ends"
+        "CONFLICT",
+        "A generation holds the session and is not stale (retry when it ends); or a programme "
+        "action's expectedCount is not what matches now (the error's matched says the count; "
+        "nothing changed)",
     ),
     413: ErrorKind("PAYLOAD_TOO_LARGE", "Body larger than 4 KiB (refused while reading)"),
     415: ErrorKind("UNSUPPORTED_MEDIA_TYPE", "The body is not JSON"),
+    422: ErrorKind(
+        "UNPROCESSABLE",
+        "A programme action matching more than 10,000 sessions (narrow the filter), or an "
+        "Idempotency-Key already used for another request",
+    ),
     431: ErrorKind(
         "REQUEST_HEADER_FIELDS_TOO_LARGE",
         "Request line and headers over 16 KiB, or more than 64 header fields",
@@ -68,7 +83,11 @@ _JLG_ERRORS: list[tuple[type[JlgError], int]] = [
     (BodyTooLarge, 413),
     (BodyTooSlow, 408),
     (SessionNotFound, 404),
+    (OperationNotFound, 404),
     (GenerationInProgress, 409),
+    (CountChanged, 409),
+    (TooManySessions, 422),
+    (IdempotencyKeyReused, 422),
     (DatabaseUnavailable, 503),
 ]
 
@@ -92,11 +111,13 @@ def success(data: Any, status_code: int = 200) -> JSONResponse:
     return JSONResponse({"success": True, "data": data, "error": None}, status_code=status_code)
 
 
-def _error_envelope(status_code: int, message: str, code: str | None = None) -> dict[str, Any]:
+def _error_envelope(
+    status_code: int, message: str, code: str | None = None, **details: Any
+) -> dict[str, Any]:
     return {
         "success": False,
         "data": None,
-        "error": {"code": code or _code(status_code), "message": message},
+        "error": {"code": code or _code(status_code), "message": message, **details},
     }
 
 
@@ -105,9 +126,12 @@ def error(
     message: str,
     code: str | None = None,
     headers: dict[str, str] | None = None,
+    **details: Any,
 ) -> JSONResponse:
     return JSONResponse(
-        _error_envelope(status_code, message, code), status_code=status_code, headers=headers
+        _error_envelope(status_code, message, code, **details),
+        status_code=status_code,
+        headers=headers,
     )
 
 
@@ -141,6 +165,8 @@ async def jlg_error(request: Request, exc: Exception) -> Response:
                     path=request.url.path,
                 )
                 return error(status_code, UNAVAILABLE_MESSAGE)
+            if isinstance(exc, CountChanged):
+                return error(status_code, str(exc), matched=exc.matched)
             return error(status_code, str(exc))
     return await unexpected(request, exc)
 

@@ -15,6 +15,9 @@ from web.schemas import (
     ChangeResponse,
     ErrorEnvelope,
     LinkGenerationResponse,
+    OperationRecordResponse,
+    OperationResponse,
+    ProgrammeActionDto,
     SessionPage,
     SetLinkGenerationDto,
 )
@@ -62,8 +65,8 @@ def _operation(endpoint: Endpoint, operation: Operation) -> dict[str, Any]:
     }
     if endpoint.admin:
         described["security"] = [{"bearer": []}]
-    if operation.query:
-        described["parameters"] = list(operation.query)
+    if operation.parameters:
+        described["parameters"] = list(operation.parameters)
     if operation.body is not None:
         described["requestBody"] = {
             "required": True,
@@ -74,7 +77,7 @@ def _operation(endpoint: Endpoint, operation: Operation) -> dict[str, Any]:
 
 
 def _path(endpoint: Endpoint) -> dict[str, Any]:
-    parameters = [*([SESSION_ID] if "{id}" in endpoint.path else [])]
+    parameters = [p for name, p in PATH_PARAMETERS.items() if f"{{{name}}}" in endpoint.path]
     parameters += IDENTITY_HEADERS if endpoint.admin else []
     return {
         **({"parameters": parameters} if parameters else {}),
@@ -82,12 +85,28 @@ def _path(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
-SESSION_ID = {
-    "name": "id",
-    "in": "path",
-    "required": True,
-    "description": "Program session id",
-    "schema": {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+PATH_PARAMETERS = {
+    "id": {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "description": "Program session id",
+        "schema": {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+    },
+    "programId": {
+        "name": "programId",
+        "in": "path",
+        "required": True,
+        "description": "Program id",
+        "schema": {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+    },
+    "operationId": {
+        "name": "operationId",
+        "in": "path",
+        "required": True,
+        "description": "The operation's id, as its PATCH answered",
+        "schema": {"type": "string", "format": "uuid"},
+    },
 }
 IDENTITY_HEADERS = [
     {
@@ -127,6 +146,9 @@ def build_openapi() -> dict[str, Any]:
                     AttemptResponse,
                     ChangeResponse,
                     SessionPage,
+                    ProgrammeActionDto,
+                    OperationResponse,
+                    OperationRecordResponse,
                     ErrorEnvelope,
                 ),
             },

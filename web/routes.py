@@ -13,10 +13,15 @@ from web.schemas import (
     AttemptResponse,
     ChangeResponse,
     LinkGenerationResponse,
+    OperationRecordResponse,
+    OperationResponse,
     SessionListItem,
     SessionPage,
     body,
     parse_listing_query,
+    parse_operation_id,
+    parse_program_id,
+    parse_programme_body,
     parse_session_id,
     parse_set_body,
 )
@@ -46,9 +51,9 @@ async def link_generation_changes(request: Request) -> Response:
 
 @admin_only
 async def list_link_generation(request: Request) -> Response:
-    status, limit, after_id = parse_listing_query(request.query_params.multi_items())
+    where, limit, after_id = parse_listing_query(request.query_params.multi_items())
     states, next_after_id = await run_in_threadpool(
-        request.app.state.sessions.list_link_generation, status, limit, after_id
+        request.app.state.sessions.list_link_generation, where, limit, after_id
     )
     page = SessionPage(items=[SessionListItem.of(s) for s in states], nextAfterId=next_after_id)
     return success(body(page))
@@ -73,6 +78,27 @@ async def set_link_generation(request: Request) -> Response:
         request.app.state.after_response.submit,
     )
     return success(body(LinkGenerationResponse.of(state)))
+
+
+@admin_only
+async def programme_link_generation(request: Request) -> Response:
+    program_id = parse_program_id(request.path_params["programId"])
+    action = parse_programme_body(await read_body(request, MAX_BODY_BYTES), program_id)
+    result = await run_in_threadpool(
+        request.app.state.programmes.act,
+        action,
+        actor_id(request),
+        request.headers.get("idempotency-key"),
+    )
+    return success(body(OperationResponse.of(result)))
+
+
+@admin_only
+async def programme_operation(request: Request) -> Response:
+    program_id = parse_program_id(request.path_params["programId"])
+    operation_id = parse_operation_id(request.path_params["operationId"])
+    record = await run_in_threadpool(request.app.state.programmes.record, program_id, operation_id)
+    return success(body(OperationRecordResponse.of(record)))
 
 
 async def healthz(request: Request) -> Response:

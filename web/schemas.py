@@ -4,8 +4,18 @@ import json
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    WithJsonSchema,
+)
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
@@ -14,6 +24,17 @@ from jlg_pipeline.domain.models import (
     AttemptRecord,
     IntentChange,
     LinkGenerationState,
+)
+from jlg_pipeline.domain.programme_actions import (
+    MAX_OPERATION_SESSIONS,
+    MAX_SHIFT_S,
+    OperationRecord,
+    OperationResult,
+    Preview,
+    ProgrammeAction,
+    ProgrammeRequest,
+    SessionFilter,
+    Skipped,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from web.envelope import utc_z
@@ -54,6 +75,121 @@ class LinkGenerationResponse(BaseModel):
             id=state.id,
             linkGenerationAt=utc_z(state.link_generation_at),
             linkGenerationStatus=state.status,
+        )
+
+
+class ProgrammeWhereDto(BaseModel):
+    """Which of the programme's sessions: any of ``status``, a time in [``from``, ``to``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: list[LinkGenerationStatus] | None = Field(
+        None, min_length=1, description="Any of these statuses (omit for any)"
+    )
+    from_: RFC3339Text | None = Field(
+        None, alias="from", description="linkGenerationAt at or after (RFC 3339)"
+    )
+    to: RFC3339Text | None = Field(None, description="linkGenerationAt before (RFC 3339)")
+
+
+class ProgrammeActionDto(BaseModel):
+    """A filter, exactly one action (``linkGenerationAt`` or ``shiftBy``) and the guard."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    where: ProgrammeWhereDto | None = None
+    linkGenerationAt: RFC3339Text | None = Field(
+        None, description="Set every matched session to this future time; null clears"
+    )
+    shiftBy: StrictInt | None = Field(
+        None,
+        description="Move every matched session's time by this many seconds (not 0)",
+        ge=-MAX_SHIFT_S,
+        le=MAX_SHIFT_S,
+    )
+    expectedCount: StrictInt | None = Field(
+        None,
+        ge=0,
+        le=MAX_OPERATION_SESSIONS,
+        description="Required unless dryRun: how many sessions the dry run said match",
+    )
+    dryRun: StrictBool = Field(False, description="Answer what would change; change nothing")
+
+
+class SkippedItem(BaseModel):
+    id: int
+    reason: str
+
+    @classmethod
+    def of(cls, skipped: Skipped) -> "SkippedItem":
+        return cls(id=skipped.session_id, reason=skipped.reason)
+
+
+class PreviewItem(BaseModel):
+    id: int
+    linkGenerationStatus: LinkGenerationStatus
+    linkGenerationAt: str | None = Field(description="Now")
+    newLinkGenerationAt: str | None = Field(description="After the action; null: cleared")
+    skip: str | None = Field(description="Why it would be left as it is; null: it changes")
+
+    @classmethod
+    def of(cls, preview: Preview) -> "PreviewItem":
+        return cls(
+            id=preview.session_id,
+            linkGenerationStatus=preview.status,
+            linkGenerationAt=utc_z(preview.current_at),
+            newLinkGenerationAt=utc_z(preview.new_at),
+            skip=preview.skip,
+        )
+
+
+class OperationResponse(BaseModel):
+    operationId: UUID | None = Field(description="null for a dry run (nothing is recorded)")
+    matched: int
+    changed: int = Field(description="Changed (a dry run: would change)")
+    skipped: list[SkippedItem]
+    dryRun: bool
+    sessions: list[PreviewItem] | None = Field(
+        None, description="A dry run's first 100 sessions by id, now and after"
+    )
+
+    @classmethod
+    def of(cls, result: OperationResult) -> "OperationResponse":
+        return cls(
+            operationId=result.operation_id,
+            matched=result.matched,
+            changed=result.changed,
+            skipped=[SkippedItem.of(s) for s in result.skipped],
+            dryRun=result.dry_run,
+            sessions=[PreviewItem.of(p) for p in result.preview] if result.dry_run else None,
+        )
+
+
+class OperationRecordResponse(BaseModel):
+    operationId: UUID
+    programId: int
+    actorUserId: int
+    createdAt: str
+    finishedAt: str | None = Field(description="null while sessions are left to act on")
+    request: dict[str, Any] = Field(description="The filter, the action and expectedCount")
+    matched: int
+    changed: int
+    skipped: list[SkippedItem]
+    pending: int = Field(description="Matched and not yet acted on (repeat with the same key)")
+
+    @classmethod
+    def of(cls, record: OperationRecord) -> "OperationRecordResponse":
+        return cls(
+            operationId=record.operation_id,
+            programId=record.program_id,
+            actorUserId=record.actor_user_id,
+            createdAt=utc_z(record.created_at) or "",
+            finishedAt=utc_z(record.finished_at),
+            request=record.request,
+            matched=record.matched,
+            changed=record.changed,
+            skipped=[SkippedItem.of(s) for s in record.skipped],
+            pending=record.pending,
         )
 
 
@@ -135,6 +271,9 @@ class SessionPage(BaseModel):
 class ErrorBody(BaseModel):
     code: str
     message: str
+    matched: int | None = Field(
+        None, description="With a 409 for a programme action: how many sessions match now"
+    )
 
 
 class ErrorEnvelope(BaseModel):
@@ -151,48 +290,88 @@ def body(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json")
 
 
-LISTING_PARAMETERS = {"status", "limit", "afterId"}
+LISTING_PARAMETERS = {"programId", "status", "from", "to", "limit", "afterId"}
 MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 50
 
 
 def parse_listing_query(
     query: list[tuple[str, str]],
-) -> tuple[LinkGenerationStatus | None, int, int]:
-    """``status`` (one of the five), ``limit`` (1-500, default 50), ``afterId`` (≥ 0,
-    default 0), each at most once; anything else is InvalidInput."""
+) -> tuple[SessionFilter, int, int]:
+    """The filter a programme action takes (``programId``; ``status``, one or more of the
+    five, comma-separated; ``from``/``to`` RFC 3339 bounds), ``limit`` (1-500, default 50),
+    ``afterId`` (≥ 0, default 0), each at most once; anything else is InvalidInput."""
     seen: dict[str, str] = {}
     for name, value in query:
         if name not in LISTING_PARAMETERS:
-            raise InvalidInput(f"unknown query parameter {name[:40]!r}; use status, limit, afterId")
+            names = ", ".join(sorted(LISTING_PARAMETERS))
+            raise InvalidInput(f"unknown query parameter {name[:40]!r}; use {names}")
         if name in seen:
             raise InvalidInput(f"query parameter {name} given more than once")
         seen[name] = value
-    status = None
-    if "status" in seen:
-        try:
-            status = LinkGenerationStatus(seen["status"])
-        except ValueError:
-            names = ", ".join(s.value for s in LinkGenerationStatus)
-            raise InvalidInput(f"status must be one of {names}") from None
+    where = SessionFilter(
+        program_id=_optional_whole(seen, "programId", 1, BIGINT_MAX),
+        statuses=_statuses(seen["status"].split(",")) if "status" in seen else (),
+        from_at=_moment(seen.get("from"), "from"),
+        to_at=_moment(seen.get("to"), "to"),
+    )
     limit = _whole(seen, "limit", DEFAULT_LIST_LIMIT, 1, MAX_LIST_LIMIT)
     after_id = _whole(seen, "afterId", 0, 0, BIGINT_MAX)
-    return status, limit, after_id
+    return where, limit, after_id
+
+
+def _statuses(values: list[str]) -> tuple[LinkGenerationStatus, ...]:
+    try:
+        return tuple(dict.fromkeys(LinkGenerationStatus(v) for v in values))
+    except ValueError:
+        names = ", ".join(s.value for s in LinkGenerationStatus)
+        raise InvalidInput(f"status must be one or more of {names}") from None
+
+
+def _moment(text: str | None, name: str) -> datetime | None:
+    return None if text is None else parse_rfc3339(text, name)
 
 
 def _whole(seen: dict[str, str], name: str, default: int, low: int, high: int) -> int:
+    found = _optional_whole(seen, name, low, high)
+    return default if found is None else found
+
+
+def _optional_whole(seen: dict[str, str], name: str, low: int, high: int) -> int | None:
     raw = seen.get(name)
     if raw is None:
-        return default
+        return None
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and low <= int(raw) <= high):
         raise InvalidInput(f"{name} must be a whole number from {low} to {high}")
     return int(raw)
 
 
 def parse_session_id(raw: str) -> int:
+    return _path_id(raw, "program session id")
+
+
+def parse_program_id(raw: str) -> int:
+    return _path_id(raw, "programId")
+
+
+def _path_id(raw: str, name: str) -> int:
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and 1 <= int(raw) <= BIGINT_MAX):
-        raise InvalidInput(f"program session id must be a positive integer, got {raw[:40]!r}")
+        raise InvalidInput(f"{name} must be a positive integer, got {raw[:40]!r}")
     return int(raw)
+
+
+def parse_operation_id(raw: str) -> UUID:
+    try:
+        return UUID(raw)
+    except ValueError:
+        raise InvalidInput(f"operationId must be a UUID, got {raw[:40]!r}") from None
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise InvalidInput("body is not valid JSON") from None
 
 
 def parse_set_body(raw: bytes) -> datetime | None:
@@ -202,11 +381,7 @@ def parse_set_body(raw: bytes) -> datetime | None:
     Raises InvalidInput with a message that names what is wrong.
     """
     try:
-        payload = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise InvalidInput("body is not valid JSON") from None
-    try:
-        dto = SetLinkGenerationDto.model_validate(payload)
+        dto = SetLinkGenerationDto.model_validate(_json(raw))
     except ValidationError as exc:
         raise InvalidInput(_describe(exc)) from None
     if dto.linkGenerationAt is None:
@@ -214,12 +389,38 @@ def parse_set_body(raw: bytes) -> datetime | None:
     return parse_rfc3339(dto.linkGenerationAt)
 
 
-def parse_rfc3339(text: str) -> datetime:
+def parse_programme_body(raw: bytes, program_id: int) -> ProgrammeRequest:
+    """A programme action's body as the domain's checked request (InvalidInput names what
+    is wrong): exactly one of ``linkGenerationAt`` (null clears) and ``shiftBy``."""
+    try:
+        dto = ProgrammeActionDto.model_validate(_json(raw))
+    except ValidationError as exc:
+        raise InvalidInput(_describe(exc, "")) from None
+    given = dto.model_fields_set & {"linkGenerationAt", "shiftBy"}
+    if len(given) != 1:
+        raise InvalidInput("give exactly one action: linkGenerationAt or shiftBy")
+    where = dto.where or ProgrammeWhereDto()
+    return ProgrammeRequest(
+        where=SessionFilter(
+            program_id=program_id,
+            statuses=tuple(dict.fromkeys(where.status or ())),
+            from_at=_moment(where.from_, "from"),
+            to_at=_moment(where.to, "to"),
+        ),
+        action=ProgrammeAction.shifting(dto.shiftBy)
+        if dto.shiftBy is not None
+        else ProgrammeAction.setting(_moment(dto.linkGenerationAt, "linkGenerationAt")),
+        expected_count=dto.expectedCount,
+        dry_run=dto.dryRun,
+    )
+
+
+def parse_rfc3339(text: str, name: str = "linkGenerationAt") -> datetime:
     """An RFC 3339 date-time with its offset (``Z`` or ``±HH:MM``), as an aware UTC datetime."""
     match = RFC3339.fullmatch(text)
     if match is None:
         raise InvalidInput(
-            "linkGenerationAt must be an RFC 3339 date-time with an offset, "
+            f"{name} must be an RFC 3339 date-time with an offset, "
             "e.g. 2026-12-03T09:00:00Z or 2026-12-03T10:00:00+01:00"
         )
     date, clock, fraction, offset = match.groups()
@@ -228,10 +429,12 @@ def parse_rfc3339(text: str) -> datetime:
     try:
         return datetime.fromisoformat(f"{date}T{clock}{microseconds}{offset}").astimezone(UTC)
     except (ValueError, OverflowError):
-        raise InvalidInput("linkGenerationAt is not a valid date-time in range") from None
+        raise InvalidInput(f"{name} is not a valid date-time in range") from None
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, fallback: str = ": must be a string date-time or null") -> str:
+    """The first error, named by its field; never the input itself. ``fallback`` for a
+    wrong type ('' says pydantic's own words, which name the type, not the value)."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "body"
     kind = first["type"]
@@ -241,4 +444,4 @@ def _describe(exc: ValidationError) -> str:
         return f"unknown field {where}"
     if kind == "model_type":
         return "body must be a JSON object"
-    return f"{where}: must be a string date-time or null"
+    return f"{where}{fallback or ': ' + first['msg']}"

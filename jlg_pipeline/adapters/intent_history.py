@@ -12,9 +12,12 @@ from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import IntentChange
 
 
-def record_intent(after: CTE, before: CTE, actor: BindParameter[Any]) -> CTE:
-    """A CTE recording who changed the session's time, from what (``before``, the row as it
-    was) to what (``after``, the row as written; nothing when the write was refused)."""
+def record_intent(
+    after: CTE, before: CTE, actor: BindParameter[Any], operation: BindParameter[Any]
+) -> CTE:
+    """A CTE recording who changed each session's time, from what (``before``, the rows as
+    they were) to what (``after``, the rows as written; nothing when a write was refused),
+    and the programme action it belongs to (``operation``; NULL for one session's PATCH)."""
     recorded: CTE = (
         insert(changes)
         .from_select(
@@ -23,9 +26,14 @@ def record_intent(after: CTE, before: CTE, actor: BindParameter[Any]) -> CTE:
                 "actor_user_id",
                 "link_generation_at",
                 "previous_link_generation_at",
+                "operation_id",
             ],
             select(
-                after.c.id, actor, after.c.link_generation_at, before.c.link_generation_at
+                after.c.id,
+                actor,
+                after.c.link_generation_at,
+                before.c.link_generation_at,
+                operation,
             ).select_from(after.join(before, before.c.id == after.c.id)),
         )
         .cte("recorded")
@@ -62,6 +70,7 @@ def read_changes(engine: Engine, session_id: int, limit: int) -> list[IntentChan
             actor_user_id=r.actor_user_id,
             link_generation_at=r.link_generation_at,
             previous_link_generation_at=r.previous_link_generation_at,
+            operation_id=r.operation_id,
         )
         for r in rows
     ]

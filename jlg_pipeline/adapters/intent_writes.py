@@ -1,98 +1,204 @@
-"""The admin's set and clear of a session's time (``PATCH``, ``jlg`` commands), each one
-statement: the row as it was (locked) and as written, a stale attempt it takes over closed,
-the change recorded in the intent history and, when asked, the schedule change written to the
-outbox. Refused writes change nothing and say why."""
+"""The admin's set and clear of a session's time (``PATCH``, ``jlg`` commands, and each chunk
+of a programme action), each one statement: the rows as they were (locked) and as written, a
+stale attempt it takes over closed, the change recorded in the intent history and, when asked,
+the schedule change written to the outbox. Refused writes change nothing and say why."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID as Uuid
 
 from sqlalchemy import (
+    CTE,
+    BindParameter,
     ColumnElement,
     Engine,
+    Integer,
+    Interval,
     Select,
+    and_,
     bindparam,
     case,
     func,
+    literal,
+    null,
     or_,
     select,
-    true,
     update,
 )
+from sqlalchemy.dialects.postgresql import UUID
 
 from jlg_pipeline.adapters.attempt_history import close_open_attempt
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import record_intent
 from jlg_pipeline.adapters.schedule_outbox import record_change
-from jlg_pipeline.adapters.session_statements import S, SessionStatements
+from jlg_pipeline.adapters.session_statements import S, SessionStatements, matching
 from jlg_pipeline.adapters.tables import program_session as ps
+from jlg_pipeline.adapters.tables import programme_operation_session as members
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import SetOutcome, SetResult
+from jlg_pipeline.domain.programme_actions import (
+    MAX_OPERATION_SESSIONS,
+    OPERATION_CHUNK,
+    Preview,
+    SessionFilter,
+    skip_reason,
+)
+
+ONE_SECOND = literal(timedelta(seconds=1), Interval())
+
+
+def _binds() -> dict[str, BindParameter[Any]]:
+    return {
+        "at": bindparam("at", type_=ps.c.link_generation_at.type),
+        "shift": bindparam("shift_s", type_=Integer()),
+        "actor": bindparam("actor", type_=ps.c.updated_by.type),
+        "operation": bindparam("op_id", type_=UUID(as_uuid=True)),
+    }
 
 
 class IntentWrites(SessionStatements):
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
         super().__init__(engine, windows)
+        one = ps.c.id == bindparam("session_id")
         self._set_statements = {
-            (record, future): self._set_statement(record, future)
+            (record, future): self._write_statement(one, record, future)
             for record in (False, True)
             for future in (False, True)
         }
+        self._chunk_statements = {record: self._chunk_statement(record) for record in (False, True)}
 
-    def _set_statement(self, record_schedule_change: bool, future_only: bool) -> Select[Any]:
-        """Set/clear as one statement: the row as it was (locked) and the row as written, if
-        it was, and optionally the outbox write. Both read the newest committed version, so
-        the outcome and the prior state agree. Built once: the PATCH runs it."""
-        at = bindparam("at", type_=ps.c.link_generation_at.type)
-        actor = bindparam("actor", type_=ps.c.updated_by.type)
+    def refusal(
+        self, new_at: ColumnElement[Any], shift: ColumnElement[Any], *, future_only: bool
+    ) -> ColumnElement[Any]:
+        """Why a set (or a shift) of the session to ``new_at`` would be refused, a
+        ``SetOutcome`` value; NULL when it would be written. The one rule for a PATCH, a
+        ``jlg`` command, each session of a programme action and a dry run's forecast: deleted;
+        a shift with no time to shift; not after the database clock's now (the one that
+        decides "due"), with ``future_only`` (the API's rule); a generation holding the claim
+        and not stale."""
+        in_future = or_(and_(new_at.is_(None), shift.is_(None)), new_at > func.now())
+        return case(
+            (ps.c.deleted_at.is_not(None), SetOutcome.NOT_FOUND.value),
+            (and_(shift.is_not(None), new_at.is_(None)), SetOutcome.NO_TIME.value),
+            *([(~in_future, SetOutcome.NOT_IN_FUTURE.value)] if future_only else []),
+            (
+                and_(ps.c.link_generation_status == S.IN_PROGRESS.value, ~self._stale()),
+                SetOutcome.IN_PROGRESS.value,
+            ),
+            else_=null(),
+        )
+
+    @staticmethod
+    def new_time(at: ColumnElement[Any], shift: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The time a set (``at``; None clears) or a shift (``shift`` seconds) gives."""
+        return case((shift.is_(None), at), else_=ps.c.link_generation_at + shift * ONE_SECOND)
+
+    def _chunk_statement(self, record_schedule_change: bool) -> Select[Any]:
+        """One chunk of a programme action: up to OPERATION_CHUNK of the operation's sessions
+        not yet acted on (another finisher's chunk is skipped, not waited for), each changed
+        exactly as its own PATCH would change it, and marked with what happened."""
+        b = _binds()
+        picked = (
+            select(members.c.program_session_id)
+            .where(members.c.operation_id == b["operation"], members.c.outcome.is_(None))
+            .order_by(members.c.program_session_id)
+            .limit(OPERATION_CHUNK)
+            .with_for_update(skip_locked=True)
+            .cte("picked")
+        )
+        which = ps.c.id.in_(select(picked.c.program_session_id))
+        return self._write_statement(which, record_schedule_change, True, b, picked=picked)
+
+    def _write_statement(
+        self,
+        which: ColumnElement[bool],
+        record_schedule_change: bool,
+        future_only: bool,
+        b: dict[str, BindParameter[Any]] | None = None,
+        *,
+        picked: CTE | None = None,
+    ) -> Select[Any]:
+        """Set/clear/shift as one statement: the rows ``which`` names as they were (locked,
+        in id order, so two writers never deadlock) and as written, when they were; the
+        intent history; optionally the outbox write. All read the newest committed version,
+        so the outcome and the prior state agree. Built once."""
+        b = b or _binds()
+        new_at = self.new_time(b["at"], b["shift"])
         before = (
-            select(*self._state_columns())
-            .where(ps.c.id == bindparam("session_id"))
+            select(
+                *self._state_columns(),
+                new_at.label("new_at"),
+                self.refusal(new_at, b["shift"], future_only=future_only).label("refusal"),
+            )
+            .where(which)
+            .order_by(ps.c.id)
             .with_for_update()
             .cte("before")
         )
-        # "In the future" on the database clock, the one that decides "due" (not the app
-        # host's, which may drift from it).
-        acceptable = or_(at.is_(None), at > func.now()) if future_only else true()
         after = (
             update(ps)
-            .where(
-                ps.c.id == bindparam("session_id"),
-                ps.c.deleted_at.is_(None),
-                acceptable,
-                or_(ps.c.link_generation_status != S.IN_PROGRESS.value, self._stale()),
-            )
+            .where(ps.c.id == before.c.id, before.c.refusal.is_(None))
             .values(
-                link_generation_at=at,
+                link_generation_at=before.c.new_at,
                 link_generation_status=case(
-                    (at.is_(None), S.NOT_SCHEDULED.value), else_=S.SCHEDULED.value
+                    (before.c.new_at.is_(None), S.NOT_SCHEDULED.value), else_=S.SCHEDULED.value
                 ),
                 link_generation_last_error=None,
                 link_generation_job_id=None,
                 updated_at=func.now(),
-                updated_by=actor,
+                updated_by=b["actor"],
             )
             .returning(*self._state_columns())
             .cte("after")
         )
         # Re-arming or clearing over a stale attempt takes it over: its record closes.
         taken_over = close_open_attempt(after, "taken_over")
-        recorded = record_intent(after, before, actor)
-        joined = before.outerjoin(after, true())
+        recorded = record_intent(after, before, b["actor"], b["operation"])
+        joined = before.outerjoin(after, after.c.id == before.c.id)
         version: list[ColumnElement[Any]] = []
         if record_schedule_change:
-            change = record_change(after, actor)
-            joined = joined.outerjoin(change, true())
+            change = record_change(after, b["actor"])
+            joined = joined.outerjoin(change, change.c.program_session_id == before.c.id)
             version = [change.c.version.label("schedule_version")]
+        outcome = func.coalesce(before.c.refusal, SetOutcome.UPDATED.value)
+        ctes = [taken_over, recorded]
+        if picked is not None:
+            # A programme action's chunk: each picked session is marked with what happened to
+            # it by the statement that acted on it (a row gone meanwhile: not found).
+            acted = (
+                select(
+                    picked.c.program_session_id,
+                    case((before.c.id.is_(None), SetOutcome.NOT_FOUND.value), else_=outcome).label(
+                        "outcome"
+                    ),
+                )
+                .select_from(picked.outerjoin(before, before.c.id == picked.c.program_session_id))
+                .subquery("acted")
+            )
+            marked = (
+                update(members)
+                .where(
+                    members.c.operation_id == b["operation"],
+                    members.c.program_session_id == acted.c.program_session_id,
+                )
+                .values(outcome=acted.c.outcome)
+                .returning(members.c.program_session_id, members.c.outcome)
+                .cte("marked")
+            )
+            ctes.append(after)
+            if record_schedule_change:
+                ctes.append(change)
+            return select(marked.c.program_session_id, marked.c.outcome).add_cte(*ctes)
         return (
             select(
                 *(c.label(f"before_{c.name}") for c in before.c),
                 *(c.label(f"after_{c.name}") for c in after.c),
-                acceptable.label("acceptable"),
+                outcome.label("outcome"),
                 *version,
             )
             .select_from(joined)
-            .add_cte(taken_over, recorded)
+            .add_cte(*ctes)
         )
 
     def set_link_generation(
@@ -124,19 +230,80 @@ class IntentWrites(SessionStatements):
         with translate_errors("setting link generation"), self._engine.begin() as conn:
             row = conn.execute(
                 statement,
-                {"session_id": session_id, "at": link_generation_at, "actor": actor_user_id},
+                {
+                    "session_id": session_id,
+                    "at": link_generation_at,
+                    "shift_s": None,
+                    "actor": actor_user_id,
+                    "op_id": None,
+                },
             ).one_or_none()
         if row is None:
             return SetResult(SetOutcome.NOT_FOUND)
-        if row.after_id is not None:
+        outcome = SetOutcome(row.outcome)
+        if outcome is SetOutcome.UPDATED:
             return SetResult(
-                SetOutcome.UPDATED,
+                outcome,
                 self._to_state(row, "after_"),
                 schedule_version=row._mapping.get("schedule_version"),
             )
-        prior = self._to_state(row, "before_")
-        if prior.deleted:
-            return SetResult(SetOutcome.NOT_FOUND)
-        if not row.acceptable:
-            return SetResult(SetOutcome.NOT_IN_FUTURE, prior)
-        return SetResult(SetOutcome.IN_PROGRESS, prior)
+        if outcome is SetOutcome.NOT_FOUND:
+            return SetResult(outcome)
+        return SetResult(outcome, self._to_state(row, "before_"))
+
+    def act_on_chunk(
+        self,
+        operation_id: Uuid,
+        at: datetime | None,
+        shift_s: int | None,
+        actor_user_id: int,
+        *,
+        record_schedule_change: bool,
+    ) -> list[tuple[int, SetOutcome]]:
+        """One chunk of a programme action, in one statement (one transaction): up to
+        OPERATION_CHUNK of its sessions not yet acted on, each set to ``at`` (None clears) or
+        moved by ``shift_s`` exactly as its own PATCH would, and marked with the outcome.
+        [] when none is left (or another finisher holds the rest)."""
+        statement = self._chunk_statements[record_schedule_change]
+        params = {
+            "op_id": operation_id,
+            "at": at,
+            "shift_s": shift_s,
+            "actor": validation.actor_user_id(actor_user_id),
+        }
+        with translate_errors("acting on a programme's sessions"), self._engine.begin() as conn:
+            rows = conn.execute(statement, params).all()
+        return [(r.program_session_id, SetOutcome(r.outcome)) for r in rows]
+
+    def forecast(
+        self, where: SessionFilter, at: datetime | None, shift_s: int | None
+    ) -> list[Preview]:
+        """What a programme action would do now to each session ``where`` names, by id, at
+        most MAX_OPERATION_SESSIONS + 1 (one more says "too many"): the same rule as the
+        write, read without a lock, so a dry run changes nothing and holds nothing."""
+        b = _binds()
+        new_at = self.new_time(b["at"], b["shift"])
+        statement = (
+            select(
+                ps.c.id,
+                ps.c.link_generation_at,
+                ps.c.link_generation_status,
+                new_at.label("new_at"),
+                self.refusal(new_at, b["shift"], future_only=True).label("refusal"),
+            )
+            .where(*matching(where))
+            .order_by(ps.c.id)
+            .limit(MAX_OPERATION_SESSIONS + 1)
+        )
+        with translate_errors("forecasting a programme action"), self._engine.connect() as conn:
+            rows = conn.execute(statement, {"at": at, "shift_s": shift_s}).all()
+        return [
+            Preview(
+                session_id=r.id,
+                current_at=r.link_generation_at,
+                new_at=None if r.refusal else r.new_at,
+                status=S(r.link_generation_status),
+                skip=None if r.refusal is None else skip_reason(SetOutcome(r.refusal)),
+            )
+            for r in rows
+        ]

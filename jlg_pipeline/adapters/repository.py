@@ -29,7 +29,7 @@ from jlg_pipeline.adapters.candidates import CandidateQueries
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import read_changes
 from jlg_pipeline.adapters.intent_writes import IntentWrites
-from jlg_pipeline.adapters.session_statements import S, ms
+from jlg_pipeline.adapters.session_statements import S, matching, ms
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
@@ -42,6 +42,7 @@ from jlg_pipeline.domain.models import (
     LinkGenerationState,
     Trigger,
 )
+from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.retries import RETRY_BUDGET_S
 
 
@@ -317,18 +318,14 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         return sorted(ids, key=lambda sid: rank.get(sid, len(rank)))
 
     def list_sessions(
-        self, status: S | None, limit: int, after_id: int
+        self, where: SessionFilter, limit: int, after_id: int
     ) -> tuple[list[LinkGenerationState], int | None]:
-        """Sessions (not soft-deleted) with id above ``after_id``, by id, at most ``limit``,
-        only ``status`` when given; and the id to continue after (None on the last page)."""
+        """Sessions ``where`` names (never soft-deleted) with id above ``after_id``, by id, at
+        most ``limit``; and the id to continue after (None on the last page)."""
         limit = validation.positive_limit(limit)
         statement = (
             select(*self._state_columns())
-            .where(
-                ps.c.deleted_at.is_(None),
-                ps.c.id > after_id,
-                *([ps.c.link_generation_status == status.value] if status else []),
-            )
+            .where(*matching(where), ps.c.id > after_id)
             .order_by(ps.c.id)
             .limit(limit + 1)
         )

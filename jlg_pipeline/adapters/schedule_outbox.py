@@ -124,9 +124,9 @@ def _upsert_changes(
 
 
 def record_change(after: CTE, actor_user_id: ColumnElement[Any]) -> CTE:
-    """The outbox write for the session the ``after`` CTE (an UPDATE … RETURNING id and
+    """The outbox write for each session the ``after`` CTE (an UPDATE … RETURNING id and
     link_generation_at) changed, as a CTE of the same statement: one transaction, one
-    round trip. Its ``version`` column is the new change's version."""
+    round trip. Its ``version`` column is each new change's version."""
     change: CTE = (
         _upsert_changes(
             after.c.id,
@@ -134,7 +134,7 @@ def record_change(after: CTE, actor_user_id: ColumnElement[Any]) -> CTE:
             actor_user_id,
             func.now() + literal(FIRST_TRY_AFTER),
         )
-        .returning(outbox.c.version)
+        .returning(outbox.c.program_session_id, outbox.c.version)
         .cte("outbox")
     )
     return change

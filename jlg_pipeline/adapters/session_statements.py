@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, Engine, Interval, Row, and_, func, literal
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import DueSession, LinkGenerationState
+from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.status import CLAIMABLE_STATUSES, LinkGenerationStatus
 
 S = LinkGenerationStatus
@@ -117,3 +118,19 @@ class SessionStatements:
             stale=bool(values[f"{prefix}stale"]),
             due=bool(values[f"{prefix}due"]),
         )
+
+
+def matching(where: SessionFilter) -> list[ColumnElement[bool]]:
+    """The sessions a filter names (the listing's and a programme action's one rule): never a
+    soft-deleted one; a time bound leaves out sessions with no time."""
+    return [
+        ps.c.deleted_at.is_(None),
+        *([ps.c.program_id == where.program_id] if where.program_id is not None else []),
+        *(
+            [ps.c.link_generation_status.in_([s.value for s in where.statuses])]
+            if where.statuses
+            else []
+        ),
+        *([ps.c.link_generation_at >= where.from_at] if where.from_at is not None else []),
+        *([ps.c.link_generation_at < where.to_at] if where.to_at is not None else []),
+    ]

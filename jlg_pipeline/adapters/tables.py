@@ -28,6 +28,7 @@ from sqlalchemy import (
     func,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -247,8 +248,41 @@ link_generation_change = Table(
     Column("actor_user_id", Integer, nullable=True),
     Column("link_generation_at", DateTime(timezone=True), nullable=True),
     Column("previous_link_generation_at", DateTime(timezone=True), nullable=True),
+    # Migration 0013: the programme action the change belongs to (NULL: a one-session PATCH).
+    Column("operation_id", UUID(as_uuid=True), nullable=True),
     Index("ix_link_generation_change_session", "program_session_id", "id"),
 )
+
+programme_operation = Table(
+    "jlg_programme_operation",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("program_id", BigInteger, nullable=False),
+    Column("actor_user_id", Integer, nullable=False),
+    Column("idempotency_key", String(200), nullable=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("request", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("actor_user_id", "idempotency_key", name="uq_programme_operation_actor_key"),
+)
+"""Migration 0013: one admin request acting on a programme's sessions at once
+(services/programme_actions.py)."""
+
+programme_operation_session = Table(
+    "jlg_programme_operation_session",
+    metadata,
+    Column(
+        "operation_id",
+        UUID(as_uuid=True),
+        ForeignKey("jlg_programme_operation.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("program_session_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("outcome", String(20), nullable=True),
+)
+"""The sessions an operation matched when it began; ``outcome`` is written by the statement
+that acts on the session (NULL: not yet acted on)."""
 
 
 service_view = Table(

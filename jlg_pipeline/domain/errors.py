@@ -33,6 +33,33 @@ class SessionNotFound(JlgError):
     """No program session with that id, or it is soft-deleted."""
 
 
+class OperationNotFound(JlgError):
+    """No programme action with that id in that programme."""
+
+
+class CountChanged(JlgError):
+    """A programme action's ``expectedCount`` is not what matches now; nothing changed."""
+
+    def __init__(self, matched: int, expected: int | None) -> None:
+        super().__init__(
+            f"expectedCount is {expected} but {matched} sessions match now; nothing changed "
+            "(run a dry run again to see what would change)"
+        )
+        self.matched = matched
+
+
+class TooManySessions(JlgError):
+    """A programme action matches more sessions than one operation may change."""
+
+    @classmethod
+    def beyond(cls, limit: int) -> "TooManySessions":
+        return cls(f"more than {limit} sessions match; narrow the filter (status, from, to)")
+
+
+class IdempotencyKeyReused(JlgError):
+    """An ``Idempotency-Key`` already used for another request by the same admin."""
+
+
 class GenerationInProgress(JlgError):
     """A generation holds the session's claim and is not stale; it cannot be re-armed now."""
 

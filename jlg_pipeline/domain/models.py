@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from uuid import UUID
 
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -62,6 +63,8 @@ class SetOutcome(StrEnum):
     IN_PROGRESS = "in_progress"
     NOT_IN_FUTURE = "not_in_future"
     """The time is not after the database clock's now (the clock that decides "due")."""
+    NO_TIME = "no_time"
+    """A shift of a session with no time to shift."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,8 @@ class IntentChange:
     actor_user_id: int | None
     link_generation_at: datetime | None
     previous_link_generation_at: datetime | None
+    operation_id: UUID | None = None
+    """The programme action the change belongs to; None for one session's PATCH."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 and none of them belongs in a tag, a log line or a request to the online-session service."""
 
 
-def _int_between(value: object, low: int, high: int) -> int | None:
+def int_between(value: object, low: int, high: int) -> int | None:
     """The value when it is a real int (bools are not) within [low, high], else None."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         return None
@@ -26,16 +26,23 @@ def _int_between(value: object, low: int, high: int) -> int | None:
 
 
 def session_id(value: object) -> int:
-    checked = _int_between(value, 1, BIGINT_MAX)
+    checked = int_between(value, 1, BIGINT_MAX)
     if checked is None:
         raise InvalidInput(f"programSessionId must be a positive 64-bit integer, got {value!r}")
+    return checked
+
+
+def program_id(value: object) -> int:
+    checked = int_between(value, 1, BIGINT_MAX)
+    if checked is None:
+        raise InvalidInput(f"programId must be a positive 64-bit integer, got {value!r}")
     return checked
 
 
 def actor_user_id(value: object) -> int | None:
     if value is None:
         return None
-    checked = _int_between(value, 1, INT_MAX)
+    checked = int_between(value, 1, INT_MAX)
     if checked is None:
         raise InvalidInput(f"actorUserId must be a positive 32-bit integer, got {value!r}")
     return checked
@@ -44,7 +51,7 @@ def actor_user_id(value: object) -> int | None:
 def batch_size(value: object) -> int | None:
     if value is None:
         return None
-    checked = _int_between(value, 1, MAX_REGISTRAR_BATCH_SIZE)
+    checked = int_between(value, 1, MAX_REGISTRAR_BATCH_SIZE)
     if checked is None:
         raise InvalidInput(
             f"batchSize must be an integer from 1 to {MAX_REGISTRAR_BATCH_SIZE}, got {value!r}"
@@ -53,7 +60,7 @@ def batch_size(value: object) -> int | None:
 
 
 def positive_limit(value: object, name: str = "limit") -> int:
-    checked = _int_between(value, 1, INT_MAX)
+    checked = int_between(value, 1, INT_MAX)
     if checked is None:
         raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
     return checked

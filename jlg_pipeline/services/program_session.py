@@ -17,7 +17,7 @@ from jlg_pipeline.domain.models import (
     LinkGenerationState,
     SetOutcome,
 )
-from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 ATTEMPTS_SHOWN = 50
@@ -37,6 +37,11 @@ class ProgramSessionService:
         self._repository = repository
         self._sync = sync
 
+    @property
+    def records_schedule_changes(self) -> bool:
+        """Whether a change of a session's time is written to the schedule outbox."""
+        return self._sync.enabled
+
     def attempts(self, session_id: int) -> list[AttemptRecord]:
         """The session's attempt history, newest first (at most 50)."""
         self.get_link_generation(session_id)
@@ -48,10 +53,10 @@ class ProgramSessionService:
         return self._repository.changes(session_id, CHANGES_SHOWN)
 
     def list_link_generation(
-        self, status: LinkGenerationStatus | None, limit: int, after_id: int
+        self, where: SessionFilter, limit: int, after_id: int
     ) -> tuple[list[LinkGenerationState], int | None]:
         """A page of sessions by id (see ``ProgramSessionRepository.list_sessions``)."""
-        return self._repository.list_sessions(status, limit, after_id)
+        return self._repository.list_sessions(where, limit, after_id)
 
     def get_link_generation(self, session_id: int) -> LinkGenerationState:
         state = self._repository.get_state(session_id)

@@ -29,6 +29,29 @@ def create_session(
         return insert_session(conn, program_id, online=online, template=template)
 
 
+def create_sessions(
+    engine: Engine,
+    count: int,
+    *,
+    program_id: int = 1,
+    at_offset: timedelta | None = timedelta(days=1),
+    status: LinkGenerationStatus = LinkGenerationStatus.SCHEDULED,
+) -> list[int]:
+    """``count`` sessions of ``program_id`` in one statement (no online details), in
+    ``status`` at ``now() + at_offset`` (None: no time) on the database clock."""
+    at = "NULL" if at_offset is None else _seconds.format(at_offset.total_seconds())
+    with engine.begin() as conn:
+        ids = conn.execute(
+            text(
+                "INSERT INTO hdb_program_session (program_id, link_generation_at,"
+                f" link_generation_status) SELECT :program, {at}, :status"
+                " FROM generate_series(1, :count) RETURNING id"
+            ),
+            {"program": program_id, "status": status.value, "count": count},
+        ).scalars()
+        return sorted(ids)
+
+
 def force_state(
     engine: Engine,
     session_id: int,
