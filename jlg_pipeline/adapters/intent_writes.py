@@ -66,7 +66,6 @@ class IntentWrites(SessionStatements):
             for record in (False, True)
             for future in (False, True)
         }
-        self._chunk_statements = {record: self._chunk_statement(record) for record in (False, True)}
 
     def refusal(
         self, new_at: ColumnElement[Any], shift: ColumnElement[Any], *, future_only: bool
@@ -94,10 +93,13 @@ class IntentWrites(SessionStatements):
         """The time a set (``at``; None clears) or a shift (``shift`` seconds) gives."""
         return case((shift.is_(None), at), else_=ps.c.link_generation_at + shift * ONE_SECOND)
 
-    def _chunk_statement(self, record_schedule_change: bool) -> Select[Any]:
+    def _chunk_statement(self, where: SessionFilter, record_schedule_change: bool) -> Select[Any]:
         """One chunk of a programme action: up to OPERATION_CHUNK of the operation's sessions
         not yet acted on (another finisher's chunk is skipped, not waited for), each changed
-        exactly as its own PATCH would change it, and marked with what happened."""
+        exactly as its own PATCH would change it, and marked with what happened. A session
+        the filter no longer names (changed since the operation began) is left as it is, so
+        each session ends as if the operation ran at one moment, before or after each other
+        write to it. Built per operation: its filter is part of it."""
         b = _binds()
         picked = (
             select(members.c.program_session_id)
@@ -108,7 +110,9 @@ class IntentWrites(SessionStatements):
             .cte("picked")
         )
         which = ps.c.id.in_(select(picked.c.program_session_id))
-        return self._write_statement(which, record_schedule_change, True, b, picked=picked)
+        return self._write_statement(
+            which, record_schedule_change, True, b, picked=picked, where=where
+        )
 
     def _write_statement(
         self,
@@ -118,6 +122,7 @@ class IntentWrites(SessionStatements):
         b: dict[str, BindParameter[Any]] | None = None,
         *,
         picked: CTE | None = None,
+        where: SessionFilter | None = None,
     ) -> Select[Any]:
         """Set/clear/shift as one statement: the rows ``which`` names as they were (locked,
         in id order, so two writers never deadlock) and as written, when they were; the
@@ -125,12 +130,15 @@ class IntentWrites(SessionStatements):
         so the outcome and the prior state agree. Built once."""
         b = b or _binds()
         new_at = self.new_time(b["at"], b["shift"])
-        before = (
-            select(
-                *self._state_columns(),
-                new_at.label("new_at"),
-                self.refusal(new_at, b["shift"], future_only=future_only).label("refusal"),
+        refusal = self.refusal(new_at, b["shift"], future_only=future_only)
+        if where is not None:
+            refusal = case(
+                (refusal.is_not(None), refusal),
+                (~and_(*matching(where)), SetOutcome.NO_LONGER_MATCHES.value),
+                else_=null(),
             )
+        before = (
+            select(*self._state_columns(), new_at.label("new_at"), refusal.label("refusal"))
             .where(which)
             .order_by(ps.c.id)
             .with_for_update()
@@ -254,6 +262,7 @@ class IntentWrites(SessionStatements):
     def act_on_chunk(
         self,
         operation_id: Uuid,
+        where: SessionFilter,
         at: datetime | None,
         shift_s: int | None,
         actor_user_id: int,
@@ -264,7 +273,7 @@ class IntentWrites(SessionStatements):
         OPERATION_CHUNK of its sessions not yet acted on, each set to ``at`` (None clears) or
         moved by ``shift_s`` exactly as its own PATCH would, and marked with the outcome.
         [] when none is left (or another finisher holds the rest)."""
-        statement = self._chunk_statements[record_schedule_change]
+        statement = self._chunk_statement(where, record_schedule_change)
         params = {
             "op_id": operation_id,
             "at": at,

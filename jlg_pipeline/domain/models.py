@@ -65,6 +65,8 @@ class SetOutcome(StrEnum):
     """The time is not after the database clock's now (the clock that decides "due")."""
     NO_TIME = "no_time"
     """A shift of a session with no time to shift."""
+    NO_LONGER_MATCHES = "no_longer_matches"
+    """A programme action's session changed since it began: its filter no longer names it."""
 
 
 @dataclass(frozen=True, slots=True)

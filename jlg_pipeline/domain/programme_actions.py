@@ -29,6 +29,7 @@ SKIP_REASONS = {
     SetOutcome.NOT_IN_FUTURE: "the new time is not in the future",
     SetOutcome.NO_TIME: "no time to shift",
     SetOutcome.NOT_FOUND: "deleted",
+    SetOutcome.NO_LONGER_MATCHES: "changed since the operation began: no longer matches",
 }
 """Why a matched session was left as it was, for each way its own PATCH would refuse."""
 

@@ -84,6 +84,7 @@ class ProgrammeActions:
         holds are skipped, never acted on twice."""
         while self._repository.act_on_chunk(
             operation_id,
+            request.where,
             request.action.set_at,
             request.action.shift_s,
             actor_user_id,

@@ -261,7 +261,9 @@ def test_an_operation_cut_off_part_way_is_finished_by_repeating_it_with_its_key(
     )
     operation_id = ProgrammeOperations(engine).begin(request, 7, "cut-off")
     assert operation_id is not None
-    done = repository.act_on_chunk(operation_id, None, DAY, 7, record_schedule_change=False)
+    done = repository.act_on_chunk(
+        operation_id, request.where, None, DAY, 7, record_schedule_change=False
+    )
     assert len(done) == 500  # then the process died
 
     keyed = {**HEADERS, "Idempotency-Key": "cut-off"}
