@@ -126,8 +126,10 @@ def matching(where: SessionFilter) -> list[ColumnElement[bool]]:
     return [
         ps.c.deleted_at.is_(None),
         *([ps.c.program_id == where.program_id] if where.program_id is not None else []),
+        # Equalities rather than IN: a programme action's chunk is precompiled to plain SQL
+        # (intent_writes.py), and an IN list would need expanding at execution time.
         *(
-            [ps.c.link_generation_status.in_([s.value for s in where.statuses])]
+            [or_(*(ps.c.link_generation_status == s.value for s in where.statuses))]
             if where.statuses
             else []
         ),

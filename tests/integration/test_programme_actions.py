@@ -15,7 +15,12 @@ from starlette.testclient import TestClient
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import link_generation_change, schedule_outbox
-from jlg_pipeline.domain.programme_actions import ProgrammeAction, ProgrammeRequest, SessionFilter
+from jlg_pipeline.domain.programme_actions import (
+    OPERATION_CHUNK,
+    ProgrammeAction,
+    ProgrammeRequest,
+    SessionFilter,
+)
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from tests.support.factories import create_sessions, force_state, session_row
 from tests.support.web import Aws, admin_headers, client_for, settings_for
@@ -264,7 +269,7 @@ def test_an_operation_cut_off_part_way_is_finished_by_repeating_it_with_its_key(
     done = repository.act_on_chunk(
         operation_id, request.where, None, DAY, 7, record_schedule_change=False
     )
-    assert len(done) == 500  # then the process died
+    assert len(done) == OPERATION_CHUNK  # then the process died
 
     keyed = {**HEADERS, "Idempotency-Key": "cut-off"}
     data = _data(http.patch(_path(5), headers=keyed, json={"shiftBy": DAY, "expectedCount": 1_200}))
@@ -279,8 +284,9 @@ def test_an_operation_cut_off_part_way_is_finished_by_repeating_it_with_its_key(
 def test_each_chunk_is_one_statement_of_at_most_500_sessions(
     engine: Engine, http: TestClient
 ) -> None:
-    ids = create_sessions(engine, 1_234, program_id=5)
-    _data(http.patch(_path(5), headers=HEADERS, json={"shiftBy": 60, "expectedCount": 1_234}))
+    size = OPERATION_CHUNK
+    ids = create_sessions(engine, 2 * size + 234, program_id=5)
+    _data(http.patch(_path(5), headers=HEADERS, json={"shiftBy": 60, "expectedCount": len(ids)}))
     with engine.connect() as conn:
         # Rows one transaction wrote share its id (xmin).
         sizes = conn.execute(
@@ -290,7 +296,7 @@ def test_each_chunk_is_one_statement_of_at_most_500_sessions(
             ),
             {"ids": ids},
         ).scalars()
-        assert list(sizes) == [500, 500, 234]
+        assert list(sizes) == [size, size, 234]
 
 
 def test_schedule_changes_go_to_the_outbox_with_the_sessions(
