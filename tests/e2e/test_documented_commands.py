@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from jlg_pipeline.local.seed import seed_demo
 from jlg_pipeline.local.stack import DEV_ENV_FILE, write_dev_env
 from tests.e2e.conftest import Stack
 from tests.support import ROOT
-from tests.support.factories import create_session, session_row
+from tests.support.factories import session_row
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -65,8 +66,8 @@ def test_every_documented_command_works_as_printed(
     } <= kinds, commands
     assert any(c.startswith("curl ") for c in commands)
     assert any(c.startswith("psql ") for c in commands)
-    first = create_session(engine)
-    assert first == 1, "the README's curl line arms session 1"
+    # What `make dev` seeds: the demo programme's three sessions, the first of them session 1.
+    assert seed_demo(engine)[0] == 1, "the README's curl line arms session 1"
     stack = start_stack()
     dev_env = tmp_path / DEV_ENV_FILE.name
     write_dev_env(dev_env, stack.env)
@@ -75,7 +76,7 @@ def test_every_documented_command_works_as_printed(
         done = _shell(command, dev_env, stack)
         assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
         if command.startswith("curl "):
-            assert '"success":true' in done.stdout.replace(" ", ""), done.stdout
+            assert '"success":true' in done.stdout.replace(" ", ""), (command, done.stdout)
         if "schedules resync" in command:
             assert "marked pending" in done.stdout
         if command.startswith("psql "):
