@@ -322,7 +322,7 @@ def parse_listing_query(
 
 def _statuses(values: list[str]) -> tuple[LinkGenerationStatus, ...]:
     try:
-        return tuple(dict.fromkeys(LinkGenerationStatus(v) for v in values))
+        return tuple(LinkGenerationStatus(v) for v in values)
     except ValueError:
         names = ", ".join(s.value for s in LinkGenerationStatus)
         raise InvalidInput(f"status must be one or more of {names}") from None
@@ -403,7 +403,7 @@ def parse_programme_body(raw: bytes, program_id: int) -> ProgrammeRequest:
     return ProgrammeRequest(
         where=SessionFilter(
             program_id=program_id,
-            statuses=tuple(dict.fromkeys(where.status or ())),
+            statuses=tuple(where.status or ()),
             from_at=_moment(where.from_, "from"),
             to_at=_moment(where.to, "to"),
         ),

@@ -94,14 +94,12 @@ def move(url: str, headers: dict[str, str], shift_s: int) -> tuple[float, int, i
     return taken, data["matched"], data["changed"]
 
 
-def with_load(
-    url: str, rate: int, headers: dict[str, str], first_other: int, work: float | None
+def idle_load(
+    url: str, rate: int, headers: dict[str, str], first_other: int, seconds: float
 ) -> tuple[list[float], int]:
-    """The background load for ``work`` seconds (idle), or while ``work`` is None and the
-    caller's move runs (see :func:`loaded_move`)."""
+    """The background load alone, on the idle API, for ``seconds``."""
     stop = threading.Event()
-    timer = threading.Timer(work or 0, stop.set)
-    timer.start()
+    threading.Timer(seconds, stop.set).start()
     return asyncio.run(background(url, rate, stop, headers, first_other))
 
 
@@ -155,13 +153,13 @@ def main() -> None:
         with moto_process() as aws:
             process, base = start_web(app_env(url, aws))
             try:
-                with_load(base, 10, headers, first_other_id, 2)  # warm up
+                idle_load(base, 10, headers, first_other_id, 2)  # warm up
                 moves: list[tuple[float, int, int]] = []
                 idle: list[float] = []
                 busy: list[float] = []
                 errors = 0
                 for round_ in range(args.rounds):
-                    taken_idle, idle_errors = with_load(base, args.rate, headers, first_other_id, 3)
+                    taken_idle, idle_errors = idle_load(base, args.rate, headers, first_other_id, 3)
                     shift = DAY if round_ % 2 == 0 else -DAY
                     taken, matched, changed, taken_busy, busy_errors = loaded_move(
                         base, args.rate, headers, first_other_id, shift

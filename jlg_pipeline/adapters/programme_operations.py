@@ -2,8 +2,6 @@
 matched, ``jlg_programme_operation_session``). The changes themselves are written chunk by
 chunk by ``intent_writes.py``, which marks each session it acted on."""
 
-from collections.abc import Sequence
-from typing import Any
 from uuid import UUID, uuid4
 
 from sqlalchemy import Engine, func, select, true, update
@@ -102,36 +100,40 @@ class ProgrammeOperations:
             conn.execute(statement)
 
     def record(self, operation_id: UUID) -> OperationRecord | None:
-        """The operation as recorded, with what happened to each session so far."""
+        """The operation as recorded, with what happened to its sessions so far: counted by
+        the database, and only the skipped ones listed."""
+        of_operation = members.c.operation_id == operation_id
         with translate_errors("reading a programme action"), self._engine.connect() as conn:
             head = conn.execute(
                 select(operations).where(operations.c.id == operation_id)
             ).one_or_none()
             if head is None:
                 return None
-            outcomes = conn.execute(
+            counts: dict[str | None, int] = {
+                outcome: count
+                for outcome, count in conn.execute(
+                    select(members.c.outcome, func.count())
+                    .where(of_operation)
+                    .group_by(members.c.outcome)
+                )
+            }
+            skipped = conn.execute(
                 select(members.c.program_session_id, members.c.outcome)
-                .where(members.c.operation_id == operation_id)
+                .where(of_operation, members.c.outcome != SetOutcome.UPDATED.value)
                 .order_by(members.c.program_session_id)
             ).all()
-        return _record(head, outcomes)
-
-
-def _record(head: Any, outcomes: Sequence[Any]) -> OperationRecord:
-    skipped = [
-        Skipped(r.program_session_id, skip_reason(SetOutcome(r.outcome)) or "")
-        for r in outcomes
-        if r.outcome is not None and r.outcome != SetOutcome.UPDATED.value
-    ]
-    return OperationRecord(
-        operation_id=head.id,
-        program_id=head.program_id,
-        actor_user_id=head.actor_user_id,
-        created_at=head.created_at,
-        finished_at=head.finished_at,
-        request=head.request,
-        matched=len(outcomes),
-        changed=sum(1 for r in outcomes if r.outcome == SetOutcome.UPDATED.value),
-        skipped=skipped,
-        pending=sum(1 for r in outcomes if r.outcome is None),
-    )
+        return OperationRecord(
+            operation_id=head.id,
+            program_id=head.program_id,
+            actor_user_id=head.actor_user_id,
+            created_at=head.created_at,
+            finished_at=head.finished_at,
+            request=head.request,
+            matched=sum(counts.values()),
+            changed=counts.get(SetOutcome.UPDATED.value, 0),
+            skipped=[
+                Skipped(r.program_session_id, skip_reason(SetOutcome(r.outcome)) or "")
+                for r in skipped
+            ],
+            pending=counts.get(None, 0),
+        )

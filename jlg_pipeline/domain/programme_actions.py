@@ -46,6 +46,9 @@ class SessionFilter:
     to_at: datetime | None = None
 
     def __post_init__(self) -> None:
+        # Each status once, in the order given: the filter and its fingerprint are the same
+        # however often a caller repeats one.
+        object.__setattr__(self, "statuses", tuple(dict.fromkeys(self.statuses)))
         if self.program_id is not None:
             validation.program_id(self.program_id)
         if self.from_at is not None:
@@ -65,33 +68,29 @@ class SessionFilter:
 
 @dataclass(frozen=True, slots=True)
 class ProgrammeAction:
-    """Exactly one of: set every matched session's time to ``set_at`` (None clears), or move
-    it by ``shift_s`` seconds."""
+    """Either move every matched session's time by ``shift_s`` seconds, or (``shift_s`` None)
+    set it to ``set_at``, None clearing it. Made by :meth:`setting` or :meth:`shifting`."""
 
     set_at: datetime | None = None
     shift_s: int | None = None
-    clears: bool = field(default=False)
 
     def __post_init__(self) -> None:
-        if self.shift_s is not None:
-            if self.set_at is not None or self.clears:
-                raise InvalidInput("give exactly one of linkGenerationAt and shiftBy")
-            checked = validation.int_between(self.shift_s, -MAX_SHIFT_S, MAX_SHIFT_S)
-            if checked is None or checked == 0:
-                raise InvalidInput(
-                    f"shiftBy must be a whole number of seconds, not 0, at most {MAX_SHIFT_S} "
-                    "either way"
-                )
-        elif self.set_at is None and not self.clears:
+        if self.shift_s is None:
+            if self.set_at is not None:
+                validation.aware_datetime(self.set_at)
+            return
+        if self.set_at is not None:
             raise InvalidInput("give exactly one of linkGenerationAt and shiftBy")
-        elif self.set_at is not None:
-            if self.clears:
-                raise InvalidInput("give exactly one of linkGenerationAt and shiftBy")
-            validation.aware_datetime(self.set_at)
+        checked = validation.int_between(self.shift_s, -MAX_SHIFT_S, MAX_SHIFT_S)
+        if checked is None or checked == 0:
+            raise InvalidInput(
+                f"shiftBy must be a whole number of seconds, not 0, at most {MAX_SHIFT_S} "
+                "either way"
+            )
 
     @classmethod
     def setting(cls, at: datetime | None) -> "ProgrammeAction":
-        return cls(set_at=at, clears=at is None)
+        return cls(set_at=at)
 
     @classmethod
     def shifting(cls, seconds: int) -> "ProgrammeAction":

@@ -43,7 +43,6 @@ class ProgrammeActions:
     ) -> OperationResult:
         """Do (or with ``dry_run`` forecast) ``request``. Raises CountChanged (nothing
         changed), TooManySessions, IdempotencyKeyReused (the key names another request)."""
-        actor_user_id = validation.positive_limit(actor_user_id, "actorUserId")
         key = validation.text(key, "Idempotency-Key", validation.MAX_KEY_CHARS)
         if request.dry_run:
             return self._forecast(request)
