@@ -12,12 +12,12 @@ from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import IntentChange
 
 
-def record_intent(
-    after: CTE, before: CTE, actor: BindParameter[Any], operation: BindParameter[Any]
-) -> CTE:
-    """A CTE recording who changed each session's time, from what (``before``, the rows as
-    they were) to what (``after``, the rows as written; nothing when a write was refused),
-    and the programme action it belongs to (``operation``; NULL for one session's PATCH)."""
+def record_intent(after: CTE, actor: BindParameter[Any], operation: BindParameter[Any]) -> CTE:
+    """A CTE recording who changed each session's time, from what (``after``'s
+    ``previous_at``, returned by the UPDATE from the row as it was) to what (``after``, the rows
+    as written; nothing when a write was refused), and the programme action it belongs to
+    (``operation``; NULL for one session's PATCH). No join: a join of two CTEs, whose rows the
+    planner cannot count, ran as a nested loop, 500 by 500 for a programme action's chunk."""
     recorded: CTE = (
         insert(changes)
         .from_select(
@@ -28,13 +28,7 @@ def record_intent(
                 "previous_link_generation_at",
                 "operation_id",
             ],
-            select(
-                after.c.id,
-                actor,
-                after.c.link_generation_at,
-                before.c.link_generation_at,
-                operation,
-            ).select_from(after.join(before, before.c.id == after.c.id)),
+            select(after.c.id, actor, after.c.link_generation_at, after.c.previous_at, operation),
         )
         .cte("recorded")
     )

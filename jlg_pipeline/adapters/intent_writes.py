@@ -11,6 +11,7 @@ from sqlalchemy import (
     CTE,
     BindParameter,
     ColumnElement,
+    CompoundSelect,
     Engine,
     Integer,
     Interval,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import UUID
@@ -40,8 +42,10 @@ from jlg_pipeline.domain.models import SetOutcome, SetResult
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     OPERATION_CHUNK,
+    PREVIEW_SHOWN,
     Preview,
     SessionFilter,
+    Skipped,
     skip_reason,
 )
 
@@ -112,7 +116,9 @@ class IntentWrites(SessionStatements):
             self._compiled_chunks[key] = (str(compiled), dict(compiled.params))
         return self._compiled_chunks[key]
 
-    def _chunk_statement(self, where: SessionFilter, record_schedule_change: bool) -> Select[Any]:
+    def _chunk_statement(
+        self, where: SessionFilter, record_schedule_change: bool
+    ) -> Select[Any] | CompoundSelect[Any]:
         """One chunk of a programme action: up to OPERATION_CHUNK of the operation's sessions
         not yet acted on (another finisher's chunk is skipped, not waited for), each changed
         exactly as its own PATCH would change it, and marked with what happened. A session
@@ -142,7 +148,7 @@ class IntentWrites(SessionStatements):
         *,
         picked: CTE | None = None,
         where: SessionFilter | None = None,
-    ) -> Select[Any]:
+    ) -> Select[Any] | CompoundSelect[Any]:
         """Set/clear/shift as one statement: the rows ``which`` names as they were (locked,
         in id order, so two writers never deadlock) and as written, when they were; the
         intent history; optionally the outbox write. All read the newest committed version,
@@ -176,12 +182,12 @@ class IntentWrites(SessionStatements):
                 updated_at=func.now(),
                 updated_by=b["actor"],
             )
-            .returning(*self._state_columns())
+            .returning(*self._state_columns(), before.c.link_generation_at.label("previous_at"))
             .cte("after")
         )
         # Re-arming or clearing over a stale attempt takes it over: its record closes.
         taken_over = close_open_attempt(after, "taken_over")
-        recorded = record_intent(after, before, b["actor"], b["operation"])
+        recorded = record_intent(after, b["actor"], b["operation"])
         joined = before.outerjoin(after, after.c.id == before.c.id)
         version: list[ColumnElement[Any]] = []
         if record_schedule_change:
@@ -192,31 +198,32 @@ class IntentWrites(SessionStatements):
         ctes = [taken_over, recorded]
         if picked is not None:
             # A programme action's chunk: each picked session is marked with what happened to
-            # it by the statement that acted on it (a row gone meanwhile: not found).
-            acted = (
-                select(
-                    picked.c.program_session_id,
-                    case((before.c.id.is_(None), SetOutcome.NOT_FOUND.value), else_=outcome).label(
-                        "outcome"
-                    ),
-                )
-                .select_from(picked.outerjoin(before, before.c.id == picked.c.program_session_id))
-                .subquery("acted")
-            )
+            # it by the statement that acted on it, a row gone meanwhile as not found. Each is
+            # an index lookup from one CTE: a join of two CTEs (whose rows the planner cannot
+            # count) ran as a 500 by 500 nested loop.
+            of_operation = members.c.operation_id == b["operation"]
             marked = (
                 update(members)
-                .where(
-                    members.c.operation_id == b["operation"],
-                    members.c.program_session_id == acted.c.program_session_id,
-                )
-                .values(outcome=acted.c.outcome)
+                .where(of_operation, members.c.program_session_id == before.c.id)
+                .values(outcome=outcome)
                 .returning(members.c.program_session_id, members.c.outcome)
                 .cte("marked")
+            )
+            gone = (
+                update(members)
+                .where(
+                    of_operation,
+                    members.c.program_session_id.in_(select(picked.c.program_session_id)),
+                    members.c.program_session_id.not_in(select(before.c.id)),
+                )
+                .values(outcome=SetOutcome.NOT_FOUND.value)
+                .returning(members.c.program_session_id, members.c.outcome)
+                .cte("gone")
             )
             ctes.append(after)
             if record_schedule_change:
                 ctes.append(change)
-            return select(marked.c.program_session_id, marked.c.outcome).add_cte(*ctes)
+            return union_all(select(marked), select(gone)).add_cte(*ctes)
         return (
             select(
                 *(c.label(f"before_{c.name}") for c in before.c),
@@ -306,27 +313,36 @@ class IntentWrites(SessionStatements):
 
     def forecast(
         self, where: SessionFilter, at: datetime | None, shift_s: int | None
-    ) -> list[Preview]:
-        """What a programme action would do now to each session ``where`` names, by id, at
-        most MAX_OPERATION_SESSIONS + 1 (one more says "too many"): the same rule as the
-        write, read without a lock, so a dry run changes nothing and holds nothing."""
+    ) -> tuple[int, list[Preview], list[Skipped]]:
+        """What a programme action would do now to the sessions ``where`` names, by the same
+        rule as the write, read without a lock (a dry run changes and holds nothing): how many
+        match (counted to MAX_OPERATION_SESSIONS + 1: one more says "too many"), the first
+        PREVIEW_SHOWN of them, and every one it would skip, with why. Only those rows leave
+        the database: the answer is built in the web process, beside other requests."""
         b = _binds()
         new_at = self.new_time(b["at"], b["shift"])
-        statement = (
+        refusal = self.refusal(new_at, b["shift"], future_only=True)
+        matched = (
             select(
                 ps.c.id,
                 ps.c.link_generation_at,
                 ps.c.link_generation_status,
                 new_at.label("new_at"),
-                self.refusal(new_at, b["shift"], future_only=True).label("refusal"),
+                refusal.label("refusal"),
+                func.row_number().over(order_by=ps.c.id).label("n"),
             )
             .where(*matching(where))
             .order_by(ps.c.id)
             .limit(MAX_OPERATION_SESSIONS + 1)
+            .subquery("matched")
         )
+        statement = select(
+            matched,
+            select(func.count()).select_from(matched).scalar_subquery().label("how_many"),
+        ).where(or_(matched.c.n <= PREVIEW_SHOWN, matched.c.refusal.is_not(None)))
         with translate_errors("forecasting a programme action"), self._engine.connect() as conn:
             rows = conn.execute(statement, {"at": at, "shift_s": shift_s}).all()
-        return [
+        shown = [
             Preview(
                 session_id=r.id,
                 current_at=r.link_generation_at,
@@ -335,4 +351,11 @@ class IntentWrites(SessionStatements):
                 skip=None if r.refusal is None else skip_reason(SetOutcome(r.refusal)),
             )
             for r in rows
+            if r.n <= PREVIEW_SHOWN
         ]
+        skipped = [
+            Skipped(r.id, skip_reason(SetOutcome(r.refusal)) or "")
+            for r in rows
+            if r.refusal is not None
+        ]
+        return (int(rows[0].how_many) if rows else 0), shown, skipped

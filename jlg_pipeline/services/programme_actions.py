@@ -18,11 +18,9 @@ from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import IdempotencyKeyReused, OperationNotFound, TooManySessions
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
-    PREVIEW_SHOWN,
     OperationRecord,
     OperationResult,
     ProgrammeRequest,
-    Skipped,
 )
 
 
@@ -93,17 +91,16 @@ class ProgrammeActions:
         self._operations.finish(operation_id)
 
     def _forecast(self, request: ProgrammeRequest) -> OperationResult:
-        previews = self._repository.forecast(
+        matched, shown, skipped = self._repository.forecast(
             request.where, request.action.set_at, request.action.shift_s
         )
-        if len(previews) > MAX_OPERATION_SESSIONS:
+        if matched > MAX_OPERATION_SESSIONS:
             raise TooManySessions.beyond(MAX_OPERATION_SESSIONS)
-        skipped = [Skipped(p.session_id, p.skip) for p in previews if p.skip is not None]
         return OperationResult(
             operation_id=None,
-            matched=len(previews),
-            changed=len(previews) - len(skipped),
+            matched=matched,
+            changed=matched - len(skipped),
             skipped=skipped,
             dry_run=True,
-            preview=previews[:PREVIEW_SHOWN],
+            preview=shown,
         )

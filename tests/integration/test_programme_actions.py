@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import link_generation_change, schedule_outbox
+from jlg_pipeline.domain.models import SetOutcome
 from jlg_pipeline.domain.programme_actions import (
     OPERATION_CHUNK,
     ProgrammeAction,
@@ -61,6 +62,7 @@ def test_a_dry_run_answers_what_would_change_and_changes_nothing(
     other = create_sessions(engine, 3, program_id=6)
     force_state(engine, ids[0], S.IN_PROGRESS, at_offset=timedelta(minutes=-1))
     force_state(engine, ids[1], S.SCHEDULED, deleted=True)
+    force_state(engine, ids[110], S.IN_PROGRESS, at_offset=timedelta(minutes=-1))
     before = _times(engine, ids + other)
 
     data = _data(http.patch(_path(5), headers=HEADERS, json={"shiftBy": DAY, "dryRun": True}))
@@ -68,8 +70,11 @@ def test_a_dry_run_answers_what_would_change_and_changes_nothing(
     assert data["dryRun"] is True
     assert data["operationId"] is None
     assert data["matched"] == 119  # the deleted one never matches
-    assert data["changed"] == 118
-    assert data["skipped"] == [{"id": ids[0], "reason": "generating now"}]
+    assert data["changed"] == 117
+    assert data["skipped"] == [
+        {"id": ids[0], "reason": "generating now"},
+        {"id": ids[110], "reason": "generating now"},  # beyond the 100 shown: listed still
+    ]
     shown = data["sessions"]
     assert len(shown) == 100
     assert [s["id"] for s in shown] == [ids[0], *ids[2:101]]
@@ -370,3 +375,39 @@ def test_nothing_is_left_pending(engine: Engine, http: TestClient) -> None:
             .where(text("finished_at IS NOT NULL"))
         ).scalar()
     assert (left, finished) == (0, 1)
+
+
+def test_a_session_gone_since_the_operation_began_is_skipped_as_deleted(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    ids = create_sessions(engine, 3, program_id=5)
+    request = ProgrammeRequest(
+        where=SessionFilter(program_id=5),
+        action=ProgrammeAction.shifting(DAY),
+        expected_count=3,
+        dry_run=False,
+    )
+    operation_id = ProgrammeOperations(engine).begin(request, 7, None)
+    assert operation_id is not None
+    force_state(engine, ids[0], S.SCHEDULED, at_offset=timedelta(days=1), deleted=True)
+    with engine.begin() as conn:  # the host deletes a row outright
+        conn.execute(text("DELETE FROM hdb_program_session WHERE id = :id"), {"id": ids[1]})
+
+    done = repository.act_on_chunk(
+        operation_id, request.where, None, DAY, 7, record_schedule_change=True
+    )
+
+    assert sorted(done) == [
+        (ids[0], SetOutcome.NOT_FOUND),
+        (ids[1], SetOutcome.NOT_FOUND),
+        (
+            ids[2],
+            SetOutcome.UPDATED,
+        ),
+    ]
+    record = ProgrammeOperations(engine).record(operation_id)
+    assert record is not None
+    assert [(s.session_id, s.reason) for s in record.skipped] == [
+        (ids[0], "deleted"),
+        (ids[1], "deleted"),
+    ]
