@@ -102,10 +102,9 @@ class IntentWrites(SessionStatements):
     def _chunk_sql(
         self, where: SessionFilter, record_schedule_change: bool
     ) -> tuple[str, dict[str, Any]]:
-        """The chunk's SQL text and its fixed parameters, compiled once per operation: the
-        operation runs in the web process beside other requests, and building and compiling
-        the statement for every chunk cost those requests more than the database did
-        (bench/timing/programme_move.py)."""
+        """The chunk's SQL text and its fixed parameters, built and compiled once per
+        operation rather than for each of its chunks: the operation runs in the web process,
+        beside other requests (bench/timing/programme_move.py)."""
         key = (where, record_schedule_change)
         if key not in self._compiled_chunks:
             compiled = self._chunk_statement(where, record_schedule_change).compile(
@@ -152,7 +151,8 @@ class IntentWrites(SessionStatements):
         """Set/clear/shift as one statement: the rows ``which`` names as they were (locked,
         in id order, so two writers never deadlock) and as written, when they were; the
         intent history; optionally the outbox write. All read the newest committed version,
-        so the outcome and the prior state agree. Built once."""
+        so the outcome and the prior state agree. Built once for the PATCH, once per operation
+        for a programme action's chunks (``picked``)."""
         b = b or _binds()
         new_at = self.new_time(b["at"], b["shift"])
         refusal = self.refusal(new_at, b["shift"], future_only=future_only)
@@ -188,12 +188,7 @@ class IntentWrites(SessionStatements):
         # Re-arming or clearing over a stale attempt takes it over: its record closes.
         taken_over = close_open_attempt(after, "taken_over")
         recorded = record_intent(after, b["actor"], b["operation"])
-        joined = before.outerjoin(after, after.c.id == before.c.id)
-        version: list[ColumnElement[Any]] = []
-        if record_schedule_change:
-            change = record_change(after, b["actor"])
-            joined = joined.outerjoin(change, change.c.program_session_id == before.c.id)
-            version = [change.c.version.label("schedule_version")]
+        change = record_change(after, b["actor"]) if record_schedule_change else None
         outcome = func.coalesce(before.c.refusal, SetOutcome.UPDATED.value)
         ctes = [taken_over, recorded]
         if picked is not None:
@@ -220,10 +215,13 @@ class IntentWrites(SessionStatements):
                 .returning(members.c.program_session_id, members.c.outcome)
                 .cte("gone")
             )
-            ctes.append(after)
-            if record_schedule_change:
-                ctes.append(change)
+            ctes += [after] if change is None else [after, change]
             return union_all(select(marked), select(gone)).add_cte(*ctes)
+        joined = before.outerjoin(after, after.c.id == before.c.id)
+        version: list[ColumnElement[Any]] = []
+        if change is not None:
+            joined = joined.outerjoin(change, change.c.program_session_id == before.c.id)
+            version = [change.c.version.label("schedule_version")]
         return (
             select(
                 *(c.label(f"before_{c.name}") for c in before.c),
