@@ -407,12 +407,20 @@ def parse_programme_body(raw: bytes, program_id: int) -> ProgrammeRequest:
             from_at=_moment(where.from_, "from"),
             to_at=_moment(where.to, "to"),
         ),
-        action=ProgrammeAction.shifting(dto.shiftBy)
-        if dto.shiftBy is not None
-        else ProgrammeAction.setting(_moment(dto.linkGenerationAt, "linkGenerationAt")),
+        action=_action(dto, given),
         expected_count=dto.expectedCount,
         dry_run=dto.dryRun,
     )
+
+
+def _action(dto: ProgrammeActionDto, given: set[str]) -> ProgrammeAction:
+    """The action the body names, by the field given, not by its value: a ``"shiftBy": null``
+    is a mistake to refuse, never a clear."""
+    if "shiftBy" not in given:
+        return ProgrammeAction.setting(_moment(dto.linkGenerationAt, "linkGenerationAt"))
+    if dto.shiftBy is None:
+        raise InvalidInput("shiftBy must be a whole number of seconds, not null")
+    return ProgrammeAction.shifting(dto.shiftBy)
 
 
 def parse_rfc3339(text: str, name: str = "linkGenerationAt") -> datetime:

@@ -198,6 +198,7 @@ def test_more_than_ten_thousand_matches_are_refused(engine: Engine, http: TestCl
         ({"expectedCount": 1}, "exactly one action"),
         ({"shiftBy": 60, "linkGenerationAt": None, "expectedCount": 1}, "exactly one action"),
         ({"shiftBy": 0, "expectedCount": 1}, "shiftBy"),
+        ({"shiftBy": None, "expectedCount": 1}, "shiftBy must be a whole number"),
         ({"shiftBy": 1.5, "expectedCount": 1}, "shiftBy"),
         ({"shiftBy": 10**12, "expectedCount": 1}, "shiftBy"),
         ({"shiftBy": 60, "expectedCount": -1}, "expectedCount"),
