@@ -90,22 +90,40 @@ def _step(
     )
 
 
+MANY: dict[By, str] = {
+    By.WATCHDOG: "retryable {ids}: the watchdog tries them again after their wait",
+    By.SWEEP: "not retryable {ids}: the sweep at {sweep:%H:%M} UTC tries them again; "
+    "fix the cause first",
+    By.PERSON: "not retryable {ids}: nothing tries them again (the sweep is off); "
+    "fix the cause first",
+}
+
+
+def after_run(retryable: bool, retry_in_s: float | None, *, sweep_on: bool) -> By:
+    """Who tries a failed session again once its run has ended: the one rule, except that a
+    session the run would have retried itself is left claimed, and the watchdog takes it back
+    when that claim goes stale."""
+    by = who_tries_again(retryable, retry_in_s, sweep_on=sweep_on)
+    return By.WATCHDOG if by is By.THIS_RUN else by
+
+
+def _ended(step: NextStep) -> NextStep:
+    """``step`` once its run has ended (:func:`after_run`)."""
+    if step.by is not By.THIS_RUN:
+        return step
+    return NextStep(
+        True, By.WATCHDOG, None, "retryable: the watchdog takes it back when its claim goes stale"
+    )
+
+
 def next_for_many(failed: Sequence[SessionResult], sweep_at: datetime | None) -> str:
-    """What happens next to a run's failed sessions, in one line: the retryable ones come back
-    through the watchdog, the others wait for the sweep (or a person when it is off)."""
-    retryable = [r.session_id for r in failed if r.retryable]
-    refused = [r.session_id for r in failed if not r.retryable]
-    parts = []
-    if retryable:
-        parts.append(f"retryable {retryable}: the watchdog tries them again after their wait")
-    if refused:
-        later = (
-            f"the sweep at {sweep_at:%H:%M} UTC tries them again"
-            if sweep_at is not None
-            else "nothing tries them again (the sweep is off)"
-        )
-        parts.append(f"not retryable {refused}: {later}; fix the cause first")
-    return "; ".join(parts)
+    """What happens next to an ended run's failed sessions, in one line, a part for each of
+    who tries them again (:func:`after_run`)."""
+    groups: dict[By, list[int]] = {}
+    for r in failed:
+        by = after_run(bool(r.retryable), r.retry_in_s, sweep_on=sweep_at is not None)
+        groups.setdefault(by, []).append(r.session_id)
+    return "; ".join(MANY[by].format(ids=groups[by], sweep=sweep_at) for by in By if by in groups)
 
 
 NAMED = 10
@@ -129,12 +147,13 @@ def run_headline(
     named = ", ".join(map(str, ids[:NAMED]))
     if len(ids) > NAMED:
         named += f" and {len(ids) - NAMED} more"
-    steps = [_step(bool(r.retryable), r.retry_in_s, now, sweep_at) for r in failed]
-    first = min(steps, key=lambda step: step.at or now)
+    steps = [_ended(_step(bool(r.retryable), r.retry_in_s, now, sweep_at)) for r in failed]
+    timed = [step for step in steps if step.at is not None]
+    first = min(timed, key=lambda step: step.at or now) if timed else steps[0]
     if first.by is By.PERSON:
         when = "nothing tries it again"
-    elif first.by is By.THIS_RUN:
-        when = "the first is tried again by this run now"
+    elif first.at is None:
+        when = "the watchdog takes the first back when this run's claim goes stale"
     else:
         assert first.at is not None
         clock = f"{first.at:%H:%M:%S}" if first.by is By.WATCHDOG else f"{first.at:%H:%M}"

@@ -75,3 +75,23 @@ def test_a_run_of_many_names_its_sessions_and_its_soonest_next_try() -> None:
     alone = run_headline(failed[-1:], NOW, None)
     assert alone.tag == "a person"
     assert alone.text.startswith("1 session(s) failed (99); nothing tries it again: ")
+
+
+def test_an_ended_run_never_says_it_tries_again_itself() -> None:
+    """A session whose result the run could not record is left claimed when the run ends:
+    the watchdog takes it back once the claim goes stale, and the run says so, in its first
+    line, its tag and the part for each kind, by the one rule (not by ``retryable`` alone)."""
+    unrecorded = SessionResult(5, GenerationResult.FAILED, retryable=True)
+    refused = SessionResult(6, GenerationResult.FAILED, retryable=False)
+    headline = run_headline([unrecorded], NOW, SWEEP)
+    assert headline.text == (
+        "1 session(s) failed (5); the watchdog takes the first back when this run's claim "
+        "goes stale: retryable [5]: the watchdog tries them again after their wait"
+    )
+    assert headline.tag == "watchdog"
+    both = run_headline([unrecorded, refused], NOW, None)
+    assert both.tag == "watchdog"
+    assert both.text.endswith(
+        "retryable [5]: the watchdog tries them again after their wait; not retryable [6]: "
+        "nothing tries them again (the sweep is off); fix the cause first"
+    )
