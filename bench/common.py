@@ -7,10 +7,7 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,17 +16,15 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from jlg_pipeline.adapters.database import create_engine, instance_storage_url, normalize_url
+from jlg_pipeline.adapters.database import create_engine, instance_storage_url
 from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws, connect_moto
 from jlg_pipeline.local.ports import free_port, wait_until_answers
-from jlg_pipeline.local.postgres import create_database, drop_database
 from jlg_pipeline.local.stack import Children
-from jlg_pipeline.migrate import migrate
 from jlg_pipeline.tokens import mint_token
 from testkit.claim_race import claim_race
+from testkit.postgres import scratch_database, server_url
 from testkit.processes import group_processes
 
-LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -38,15 +33,11 @@ BIN = Path(sys.executable).parent
 def bench_database(prefix: str, *, migrated: bool = True) -> Iterator[str]:
     """A fresh database, migrated to head unless ``migrated`` is False, on
     ``JLG_BENCH_ADMIN_DATABASE_URL`` (default: the local server); dropped afterwards."""
-    admin = normalize_url(os.environ.get("JLG_BENCH_ADMIN_DATABASE_URL", LOCAL_SERVER))
-    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    url = create_database(admin, name)
-    try:
-        if migrated:
-            migrate(url)
+    with (
+        server_url("JLG_BENCH_ADMIN_DATABASE_URL") as admin,
+        scratch_database(admin, prefix, migrated=migrated) as url,
+    ):
         yield url
-    finally:
-        drop_database(admin, name)
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -147,54 +138,6 @@ def sweep(env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
     run = execute_job("join_link_fallback_sweep_job", env)
     _, err = run.communicate(timeout=timeout)
     return run.returncode, err.decode(errors="replace")
-
-
-def add_registrants(engine: Engine, count: int) -> None:
-    """``count`` eligible registrants of program 1, the program every bench session is in."""
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jlg_local_registration (program_id, user_id)"
-                " SELECT 1, g FROM generate_series(1, :n) AS g ON CONFLICT DO NOTHING"
-            ),
-            {"n": count},
-        )
-
-
-DUE_SESSIONS = (
-    "INSERT INTO hdb_program_session (program_id, link_generation_at, link_generation_status)"
-    " SELECT 1, now() - interval '1 minute', 'SCHEDULED' FROM generate_series(1, :n) RETURNING id"
-)
-UNSCHEDULED_SESSIONS = (
-    "INSERT INTO hdb_program_session (program_id) SELECT 1 FROM generate_series(1, :n) RETURNING id"
-)
-
-
-def add_sessions(engine: Engine, count: int, *, due: bool) -> list[int]:
-    """``count`` sessions of program 1: SCHEDULED a minute ago if ``due``, else never
-    scheduled. Returns their ids."""
-    with engine.begin() as conn:
-        statement = text(DUE_SESSIONS if due else UNSCHEDULED_SESSIONS)
-        return sorted(conn.execute(statement, {"n": count}).scalars())
-
-
-def arm_cohort(engine: Engine, count: int, lead_s: float) -> tuple[list[int], float]:
-    """``count`` sessions of program 1 SCHEDULED for one shared time ``lead_s`` ahead; (ids,
-    that time as Unix seconds, on the database clock)."""
-    with engine.begin() as conn:
-        fire_at = conn.execute(
-            text("SELECT extract(epoch FROM now()) + :lead"), {"lead": lead_s}
-        ).scalar_one()
-        ids = conn.execute(
-            text(
-                "INSERT INTO hdb_program_session"
-                " (program_id, link_generation_at, link_generation_status)"
-                " SELECT 1, to_timestamp(:at), 'SCHEDULED' FROM generate_series(1, :n)"
-                " RETURNING id"
-            ),
-            {"at": float(fire_at), "n": count},
-        ).scalars()
-        return sorted(ids), float(fire_at)
 
 
 def generation_runs(dagster_url: str) -> tuple[int, int]:
@@ -381,23 +324,6 @@ def strict_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@contextmanager
-def private_postgres() -> Iterator[tuple[str, Any, Path]]:
-    """A PostgreSQL of the benchmark's own (the pgserver wheel, under .data/), so it can be
-    restarted or failed over: (its URL, the server, its data directory); deleted after."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        import pgserver
-
-    (ROOT / ".data").mkdir(exist_ok=True)
-    data = Path(tempfile.mkdtemp(prefix="jlg-bench-pg-", dir=ROOT / ".data"))
-    server: Any = pgserver.get_server(str(data), cleanup_mode="delete")  # type: ignore[attr-defined]
-    try:
-        yield normalize_url(server.get_uri()), server, data
-    finally:
-        server.cleanup()
-
-
 def aws_through(aws: LocalAws, endpoint_url: str) -> dict[str, str]:
     """The real-time path's AWS settings (scheduler on, the queue, the schedule target) with
     every call the app and the daemon make going to ``endpoint_url`` (a fault box in front of
@@ -411,93 +337,6 @@ def aws_through(aws: LocalAws, endpoint_url: str) -> dict[str, str]:
         "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
         "AWS_SCHEDULER_EXECUTION_ROLE_ARN": EXECUTION_ROLE_ARN,
     }
-
-
-RUNNING = 50
-"""Generations running right now in a :func:`populate`d table."""
-
-
-def populate(
-    engine: Engine, rows: int, due: int, *, armed: int | None = None, running: int = RUNNING
-) -> None:
-    """History dominated by COMPLETED sessions, 10% never scheduled, 1% soft-deleted, and
-    ``armed`` sessions scheduled in the future (5% of the rows unless given); ``running``
-    generations running right now (fresh IN_PROGRESS, claimed in the last minutes); and
-    ``due`` overdue, claimable ones (SCHEDULED, FAILED or stale IN_PROGRESS) spread over the
-    last 30 days."""
-    history = rows - due - running
-    every = 20 if armed is None else max(history // armed, 1) if armed else history + 1
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                """
-                INSERT INTO hdb_program_session
-                    (program_id, link_generation_at, link_generation_status, updated_at, deleted_at)
-                SELECT g % 500,
-                       CASE WHEN g % :every = 0 THEN now() + make_interval(mins => 60 + g % 50000)
-                            WHEN g % 10 = 1 THEN NULL
-                            ELSE now() - make_interval(mins => 60 + g % 500000) END,
-                       CASE WHEN g % :every = 0 THEN 'SCHEDULED'
-                            WHEN g % 10 = 1 THEN 'NOT_SCHEDULED'
-                            ELSE 'COMPLETED' END,
-                       now() - make_interval(mins => g % 500000),
-                       CASE WHEN g % 100 = 7 THEN now() ELSE NULL END
-                FROM generate_series(1, :rows) AS g
-                """
-            ),
-            {"rows": history, "every": every},
-        )
-        conn.execute(
-            text(
-                """
-                INSERT INTO hdb_program_session
-                    (program_id, link_generation_at, link_generation_status, updated_at)
-                SELECT g % 500, now() - make_interval(mins => g % 60), 'IN_PROGRESS',
-                       now() - make_interval(secs => g % 300)
-                FROM generate_series(1, :running) AS g
-                """
-            ),
-            {"running": running},
-        )
-        conn.execute(
-            text(
-                """
-                INSERT INTO hdb_program_session
-                    (program_id, link_generation_at, link_generation_status, updated_at)
-                SELECT g % 500,
-                       now() - make_interval(mins => 40 + g % 43200),
-                       (ARRAY['SCHEDULED', 'FAILED', 'IN_PROGRESS'])[1 + g % 3],
-                       now() - interval '2 hours'
-                FROM generate_series(1, :due) AS g
-                """
-            ),
-            {"due": due},
-        )
-        conn.execute(text("VACUUM ANALYZE hdb_program_session"))
-
-
-def add_attempts(engine: Engine) -> None:
-    """An attempt record per COMPLETED or FAILED session, claimed up to an hour late."""
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                """
-                INSERT INTO jlg_generation_attempt (program_session_id, attempt, trigger,
-                    link_generation_at, claimed_at, finished_at, outcome)
-                SELECT id, 1, (ARRAY['event', 'cron', 'direct'])[1 + id % 3], link_generation_at,
-                       link_generation_at + make_interval(secs => (id % 3600)::int),
-                       link_generation_at + make_interval(secs => (id % 3600)::int + 5),
-                       CASE WHEN link_generation_status = 'FAILED' THEN 'FAILED'
-                            ELSE 'COMPLETED' END
-                FROM hdb_program_session
-                WHERE link_generation_status IN ('COMPLETED', 'FAILED')
-                  AND link_generation_at IS NOT NULL
-                ON CONFLICT DO NOTHING
-                """
-            )
-        )
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("VACUUM ANALYZE"))
 
 
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only

@@ -7,13 +7,15 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import create_engine, instance_storage_url
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
-from jlg_pipeline.migrate import migrate
+from jlg_pipeline.local.postgres import TEST_DATA_DIR
 from testkit.fault_proxy import FaultProxy, proxied_database
-from tests.support import postgres
+from testkit.postgres import scratch_database, server_url
+from tests.support import ROOT
 
 # The tests are not a production: the code location they import and the processes they start
 # may use the knobs for tests (JLG_TEST_*) and the local default database. The production
@@ -42,29 +44,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
-    with postgres.server_url() as url:
+    """``JLG_TEST_ADMIN_DATABASE_URL``, else the machine's server, else (or with
+    ``JLG_TEST_PG=embedded``) one the suite starts under ``.pgdata/test``."""
+    with server_url(
+        "JLG_TEST_ADMIN_DATABASE_URL",
+        ROOT / TEST_DATA_DIR,
+        prefer_embedded=os.environ.get("JLG_TEST_PG") == "embedded",
+    ) as url:
         yield url
 
 
 @pytest.fixture(scope="session")
 def template_database(pg_admin_url: str) -> Iterator[str]:
-    name = postgres.new_database_name("jlg_template")
-    url = postgres.create_database(pg_admin_url, name)
-    try:
-        migrate(url)
+    with scratch_database(pg_admin_url, "jlg_template") as url:
+        name = make_url(url).database
+        assert name is not None
         yield name
-    finally:
-        postgres.drop_database(pg_admin_url, name)
 
 
 @pytest.fixture
 def db_url(pg_admin_url: str, template_database: str) -> Iterator[str]:
-    name = postgres.new_database_name("jlg_test")
-    url = postgres.create_database(pg_admin_url, name, template=template_database)
-    try:
+    with scratch_database(pg_admin_url, "jlg_test", template=template_database) as url:
         yield url
-    finally:
-        postgres.drop_database(pg_admin_url, name)
 
 
 @pytest.fixture
@@ -83,12 +84,8 @@ def repository(engine: Engine) -> ProgramSessionRepository:
 
 @pytest.fixture
 def dagster_storage_url(pg_admin_url: str) -> Iterator[str]:
-    name = postgres.new_database_name("jlg_dagster")
-    url = postgres.create_database(pg_admin_url, name)
-    try:
+    with scratch_database(pg_admin_url, "jlg_dagster", migrated=False) as url:
         yield instance_storage_url(url)
-    finally:
-        postgres.drop_database(pg_admin_url, name)
 
 
 @pytest.fixture

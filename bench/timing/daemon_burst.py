@@ -33,9 +33,7 @@ from sqlalchemy import Engine, text
 
 from bench.common import (
     Targets,
-    add_registrants,
     all_met,
-    arm_cohort,
     bench_database,
     dagster_env,
     generated_twice,
@@ -54,6 +52,7 @@ from bench.common import (
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.stack import Children
+from testkit.factories import add_registrants, arm_cohort
 
 LEAD_S = 20
 """The fire time lies this far ahead when the sessions are armed: the daemon is up by then."""

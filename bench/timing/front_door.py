@@ -20,7 +20,6 @@ import httpx
 
 from bench.common import (
     Targets,
-    add_sessions,
     admin_headers,
     app_env,
     bench_database,
@@ -30,6 +29,7 @@ from bench.common import (
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
+from testkit.factories import NOT_SCHEDULED, create_sessions
 from testkit.served import start_web
 
 SESSIONS = 2000
@@ -88,7 +88,7 @@ def main() -> None:
     rates = [int(r) for r in args.rates.split(",")]
     with bench_database("jlg_bench_web") as url:
         engine = create_engine(url)
-        add_sessions(engine, SESSIONS, due=False)
+        create_sessions(engine, SESSIONS, at_offset=None, status=NOT_SCHEDULED)
         engine.dispose()
         # moto in its own process, so neither server shares a GIL with the load generator.
         with moto_process() as aws:

@@ -12,8 +12,6 @@ from sqlalchemy import Engine, text
 
 from bench.common import (
     Targets,
-    add_registrants,
-    add_sessions,
     bench_database,
     machine,
     strict_option,
@@ -24,12 +22,13 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.models import BulkRegisterRequest
+from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
 
 
 def setup(engine: Engine, registrants: int) -> int:
     """``registrants`` eligible registrants and one session of their program; its id."""
     add_registrants(engine, registrants)
-    return add_sessions(engine, 1, due=False)[0]
+    return create_sessions(engine, 1, at_offset=None, status=NOT_SCHEDULED)[0]
 
 
 def clear_links(engine: Engine) -> None:

@@ -20,13 +20,10 @@ from sqlalchemy import Engine, text
 
 from bench.common import (
     JWT_ENV,
-    RUNNING,
     Targets,
-    add_attempts,
     all_met,
     bench_database,
     machine,
-    populate,
     strict_option,
     table,
 )
@@ -35,6 +32,7 @@ from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.orchestration.watchdog import WATCHDOG_BATCH
+from testkit.factories import RUNNING, add_attempts, populate
 from testkit.served import start_web, stop_web
 
 DUE = 1000

@@ -23,8 +23,6 @@ from sqlalchemy import Engine, text
 from bench.common import (
     ROOT,
     Targets,
-    add_registrants,
-    add_sessions,
     bench_database,
     dagster_env,
     group_cpu_seconds,
@@ -39,6 +37,7 @@ from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S, DEFAULT_SQS_WAIT_
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.aws import LocalAws
 from jlg_pipeline.local.stack import Children
+from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ def measure(
     engine = create_engine(app_url)
     # Armed only as its message is sent: a session due all along would be claimed by the
     # watchdog while the daemon idles, and its message would find it COMPLETED.
-    ids = add_sessions(engine, events, due=False)
+    ids = create_sessions(engine, events, at_offset=None, status=NOT_SCHEDULED)
     with (
         bench_database("jlg_bench_latency_dagster", migrated=False) as dagster_url,
         tempfile.TemporaryDirectory(prefix="jlg-bench-latency-", ignore_cleanup_errors=True) as d,

@@ -18,8 +18,6 @@ from bench.common import (
     BIN,
     ROOT,
     Targets,
-    add_registrants,
-    add_sessions,
     bench_database,
     dagster_env,
     machine,
@@ -28,6 +26,7 @@ from bench.common import (
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
+from testkit.factories import DUE, add_registrants, create_sessions
 
 DAGSTER = str(BIN / "dagster")
 EMPTY_JOB = [
@@ -67,7 +66,7 @@ def main() -> None:
     ):
         engine = create_engine(url)
         add_registrants(engine, 50)
-        add_sessions(engine, args.repeat + 1, due=True)
+        create_sessions(engine, args.repeat + 1, at_offset=DUE)
         engine.dispose()
         home = Path(tempfile.mkdtemp(prefix="jlg-bench-home-"))
         env = dagster_env(home, dagster_url, url, JLG_REGISTRAR="local")

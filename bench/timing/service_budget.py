@@ -37,9 +37,7 @@ from sqlalchemy import Engine, text
 
 from bench.common import (
     Targets,
-    add_registrants,
     all_met,
-    arm_cohort,
     bench_database,
     cycles_with_two_jobs,
     dagster_env,
@@ -55,6 +53,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
+from testkit.factories import add_registrants, arm_cohort
 
 CASES = ("budget", "budget-burst-1", "defaults", "hung", "failing", "unlimited")
 LEAD_S = 40

@@ -15,13 +15,13 @@ from bench.common import (
     bench_database,
     machine,
     median_seconds,
-    populate,
     strict_option,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import program_session
+from testkit.factories import populate
 
 INDEXES = ("ix_psession_link_gen_due", "ix_psession_link_gen_fresh", "ix_psession_link_gen_failed")
 

@@ -15,13 +15,13 @@ from bench.common import (
     bench_database,
     machine,
     median_seconds,
-    populate,
     strict_option,
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import program_session
+from testkit.factories import populate
 
 
 def add_waiting(engine: Engine, count: int) -> None:

@@ -24,7 +24,6 @@ from schemathesis.checks import (
 
 from bench.common import (
     Targets,
-    add_sessions,
     admin_headers,
     app_env,
     bench_database,
@@ -35,6 +34,7 @@ from bench.common import (
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.aws import start_moto
 from jlg_pipeline.local.ports import free_port
+from testkit.factories import NOT_SCHEDULED, create_sessions
 from testkit.served import start_web
 
 CONTRACT = (status_code_conformance, content_type_conformance, response_schema_conformance)
@@ -84,7 +84,7 @@ def main() -> None:
     try:
         with bench_database("jlg_bench_fuzz") as url:
             engine = create_engine(url)
-            add_sessions(engine, 5, due=False)
+            create_sessions(engine, 5, at_offset=None, status=NOT_SCHEDULED)
             engine.dispose()
             process, base = start_web(app_env(url, aws))
             try:

@@ -51,14 +51,12 @@ from sqlalchemy import Engine, text
 from bench.common import (
     JWT_ENV,
     ROOT,
-    add_registrants,
     admin_headers,
     aws_through,
     bench_database,
     dagster_env,
     machine,
     moto_process,
-    private_postgres,
     start_daemon,
 )
 from jlg_pipeline.adapters.database import create_engine
@@ -67,7 +65,9 @@ from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
+from testkit.factories import add_registrants
 from testkit.fault_proxy import FaultProxy, Mode, proxied_database
+from testkit.postgres import own_server
 from testkit.processes import code_server_pids, run_worker_pids
 from testkit.served import start_web
 
@@ -420,14 +420,13 @@ def whole_system(
 ) -> Iterator[tuple[System, str, list[int], Engine]]:
     """Everything started and wired through its fault box; yields the system, the web app's
     base URL, the sessions to arm and an engine on the database (not through its box)."""
-    from pgserver import pg_ctl  # type: ignore[attr-defined]
-
     with (
-        private_postgres() as (url, server, data),
+        own_server() as postgres,
         bench_database("jlg_bench_chaos_dagster", migrated=False) as dagster_url,
         moto_process() as aws,
         online_session_service() as service,
     ):
+        url = postgres.url
         migrate(url)
         engine = create_engine(url)
         add_registrants(engine, 10)
@@ -468,9 +467,7 @@ def whole_system(
             aws=aws_box,
             service_box=service_box,
             service=service,
-            restart_postgres=lambda: pg_ctl(
-                ["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user
-            ),
+            restart_postgres=postgres.restart,
             sqs=aws.client("sqs"),
             queue_url=aws.queue_url,
         )

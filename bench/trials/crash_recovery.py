@@ -27,8 +27,6 @@ from sqlalchemy import Engine, text
 
 from bench.common import (
     Targets,
-    add_registrants,
-    add_sessions,
     all_met,
     bench_database,
     dagster_env,
@@ -40,6 +38,7 @@ from bench.common import (
 )
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
+from testkit.factories import DUE, add_registrants, create_sessions
 
 STALE_MS = 10_000
 
@@ -68,7 +67,7 @@ def _sweep(env: dict[str, str]) -> None:
 
 def trial(engine: Engine, service: OnlineSessionService, env: dict[str, str], zombie: bool) -> str:
     """One trial; returns 'recovered', 'overwritten' or what went wrong instead."""
-    sid = add_sessions(engine, 1, due=True)[0]
+    sid = create_sessions(engine, 1, at_offset=DUE)[0]
     config = Path(env["TMPDIR"]) / f"run-{sid}.yaml"
     config.write_text(  # JSON is YAML
         json.dumps({"ops": {"generate_join_links": {"config": {"programSessionId": sid}}}})

@@ -48,8 +48,6 @@ from bench.common import (
     JWT_ENV,
     ROOT,
     Targets,
-    add_registrants,
-    add_sessions,
     admin_headers,
     all_met,
     aws_through,
@@ -57,7 +55,6 @@ from bench.common import (
     dagster_env,
     machine,
     moto_process,
-    private_postgres,
     start_daemon,
     strict_option,
     table,
@@ -66,7 +63,9 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
+from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
 from testkit.fault_proxy import FaultProxy, Mode
+from testkit.postgres import own_server
 from testkit.processes import run_worker_pids
 from testkit.served import start_web
 
@@ -96,18 +95,17 @@ class Record:
 def run(
     sessions: int, arm_seconds: float, home: Path
 ) -> tuple[Record, dict[int, tuple[datetime, int]]]:
-    from pgserver import pg_ctl  # type: ignore[attr-defined]
-
     record = Record()
     with (
-        private_postgres() as (url, server, data),
+        own_server() as postgres,
         bench_database("jlg_bench_hung_dagster", migrated=False) as dagster_url,
         moto_process() as aws,
     ):
+        url = postgres.url
         migrate(url)
         engine = create_engine(url)
         add_registrants(engine, 25)
-        ids = add_sessions(engine, sessions, due=False)
+        ids = create_sessions(engine, sessions, at_offset=None, status=NOT_SCHEDULED)
         box = FaultProxy(int(aws.endpoint_url.rsplit(":", 1)[1]))
         box_url = f"http://127.0.0.1:{box.port}"
         env = dagster_env(
@@ -159,7 +157,7 @@ def run(
             pgid = start_daemon(children, env, home / "daemon-2.log")
             record.events.append(f"{now():.0f} s: daemon restarted")
             stop.wait(PG_RESTART - now())
-            pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user)
+            postgres.restart()
             record.events.append(f"{now():.0f} s: PostgreSQL restarted")
             stop.wait(WORKER_KILL - now())
             before = run_worker_pids(pgid)

@@ -19,15 +19,12 @@ crash window the TRD accepts).
 """
 
 import argparse
-import logging
 import statistics
 import tempfile
 import time
-import warnings
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -35,8 +32,6 @@ from bench.common import (
     JWT_ENV,
     ROOT,
     Targets,
-    add_registrants,
-    add_sessions,
     admin_headers,
     all_met,
     bench_database,
@@ -49,10 +44,12 @@ from bench.common import (
     sweep,
     table,
 )
-from jlg_pipeline.adapters.database import create_engine, normalize_url
+from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.migrate import migrate
+from testkit.factories import DUE, NOT_SCHEDULED, add_registrants, create_sessions
+from testkit.postgres import own_server
 from testkit.served import start_web
 
 STALE_MS = 3000
@@ -62,16 +59,8 @@ GRACE_MS = 1000
 def restart_during_sweep(
     dagster_url: str, home: Path, trials: int, targets: Targets
 ) -> list[tuple[str, ...]]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        import pgserver
-        from pgserver import pg_ctl  # type: ignore[attr-defined]
-
-    logging.getLogger("pgserver").setLevel(logging.WARNING)
-    data = Path(tempfile.mkdtemp(prefix="jlg-bench-pg-", dir=ROOT / ".data"))
-    server: Any = pgserver.get_server(str(data), cleanup_mode="delete")  # type: ignore[attr-defined]
-    try:
-        url = normalize_url(server.get_uri())
+    with own_server() as postgres:
+        url = postgres.url
         migrate(url)
         engine = create_engine(url)
         add_registrants(engine, 3000)  # ~50 ms of local bulkRegister per session
@@ -89,14 +78,14 @@ def restart_during_sweep(
         completed_after_next: list[int] = []
         next_ok = duplicates = 0
         for _ in range(trials):
-            first = add_sessions(engine, FALLBACK_BATCH_LIMIT, due=True)[0]
+            first = create_sessions(engine, FALLBACK_BATCH_LIMIT, at_offset=DUE)[0]
             running = execute_job("join_link_fallback_sweep_job", env)
             deadline = time.monotonic() + 120
             while status_counts(engine, first)["COMPLETED"] < 5:
                 if running.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the sweep ended before the restart could hit it")
                 time.sleep(0.05)
-            pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=server.system_user)
+            postgres.restart()
             _, err = running.communicate(timeout=300)
             if running.returncode == 0:
                 first_sweeps["succeeded"] += 1
@@ -111,8 +100,6 @@ def restart_during_sweep(
             completed_after_next.append(status_counts(engine, first)["COMPLETED"])
             duplicates += generated_twice(engine, first)
         engine.dispose()
-    finally:
-        server.cleanup()
     verdicts = [
         targets.at_least("restart: next sweeps succeeded", next_ok, trials),
         targets.at_least(
@@ -147,7 +134,7 @@ def aws_unreachable(
 ) -> tuple[str, ...]:
     engine = create_engine(url)
     add_registrants(engine, 20)
-    ids = add_sessions(engine, patches, due=False)
+    ids = create_sessions(engine, patches, at_offset=None, status=NOT_SCHEDULED)
     closed = f"http://127.0.0.1:{free_port()}"
     env = dagster_env(
         home,

@@ -43,8 +43,6 @@ from sqlalchemy import Engine, text
 
 from bench.common import (
     Targets,
-    add_registrants,
-    add_sessions,
     admin_headers,
     all_met,
     app_env,
@@ -67,6 +65,7 @@ from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
+from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
 from testkit.served import start_web
 
 ON_TIME = timedelta(minutes=2)
@@ -293,7 +292,9 @@ def main() -> None:
             stack.callback(proxy.shutdown)
             proxy_url = f"http://127.0.0.1:{proxy.server_address[1]}"
             world = World(name, outbox_on, url, engine, aws, proxy_url)
-            world.sessions = add_sessions(engine, args.sessions, due=False)
+            world.sessions = create_sessions(
+                engine, args.sessions, at_offset=None, status=NOT_SCHEDULED
+            )
             env = {**app_env(url, aws), "AWS_ENDPOINT_URL": proxy_url}
             log = Path(f"/tmp/jlg_bench_faults_{name}.log")  # noqa: S108 - a local bench log
             process, world.base = start_web(env, log=log)

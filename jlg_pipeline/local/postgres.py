@@ -82,13 +82,8 @@ def start(data_dir: Path, app_url: str | None, dagster_url: str | None) -> Local
     survives restarts) and create the two databases in it."""
     if app_url and dagster_url:
         return LocalPostgres(normalize_url(app_url), dagster_url)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        import pgserver
-
-    logging.getLogger("pgserver").setLevel(logging.WARNING)  # it narrates initdb otherwise
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(str(data_dir), cleanup_mode="stop")  # type: ignore[attr-defined]
+    server = embedded(data_dir, cleanup_mode="stop")
     admin = normalize_url(server.get_uri())
     for name in (APP_DATABASE, DAGSTER_DATABASE):
         _ensure_database(admin, name)
@@ -101,3 +96,15 @@ def start(data_dir: Path, app_url: str | None, dagster_url: str | None) -> Local
         ),
         server=server,
     )
+
+
+def embedded(data_dir: Path, cleanup_mode: str) -> Any:
+    """The pgserver wheel's PostgreSQL on ``data_dir`` (created there on first use), the one
+    way every embedded server here starts; ``cleanup_mode`` "stop" keeps its data, "delete"
+    removes it. Its ``cleanup()`` ends it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
+
+    logging.getLogger("pgserver").setLevel(logging.WARNING)  # it narrates initdb otherwise
+    return pgserver.get_server(str(data_dir), cleanup_mode=cleanup_mode)  # type: ignore[attr-defined]

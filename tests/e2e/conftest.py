@@ -24,8 +24,8 @@ from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.stack import Children
+from testkit.factories import session_row
 from tests.support import ROOT
-from tests.support.factories import session_row
 from tests.support.secrets import find_secrets
 from tests.support.web import JWT_ENV, SECRET, admin_headers
 from web.server import command

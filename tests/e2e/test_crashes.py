@@ -17,9 +17,9 @@ from jlg_pipeline.adapters.tables import generation_attempt, local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import Answer, online_session_service
+from testkit.factories import add_registrations, create_session, force_state
 from testkit.processes import run_worker_pids
 from tests.e2e.conftest import Stack
-from tests.support.factories import add_registrations, create_session, force_state
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -17,9 +17,9 @@ from jlg_pipeline.domain.messages import build_message, cycle_id
 from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import OnlineSessionService
+from testkit.factories import create_session, force_state
 from testkit.fault_proxy import FaultProxy, Mode
 from tests.e2e.conftest import Stack
-from tests.support.factories import create_session, force_state
 
 pytestmark = pytest.mark.timeout(300)
 

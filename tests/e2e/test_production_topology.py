@@ -26,8 +26,8 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.aws import LocalAws, start_moto
 from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.stack import Children, create_dagster_storage
+from testkit.factories import add_registrations, create_session, force_state, session_row
 from tests.support import ROOT
-from tests.support.factories import add_registrations, create_session, force_state, session_row
 from tests.support.web import JWT_ENV, admin_headers
 from web.server import command
 

@@ -17,8 +17,8 @@ from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
+from testkit.factories import add_registrations, create_session, force_state
 from tests.e2e.conftest import Stack
-from tests.support.factories import add_registrations, create_session, force_state
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -21,8 +21,8 @@ import web.app
 import web.routes
 from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from testkit.factories import create_session, session_row
 from tests.integration.test_schedule_sync import _schedule, _sync
-from tests.support.factories import create_session, session_row
 from tests.support.served import served_app
 from tests.support.web import (
     ROLE_ARN,

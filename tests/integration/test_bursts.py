@@ -32,7 +32,7 @@ from jlg_pipeline.orchestration.schedule_sync import build_schedule_sync_sensor
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import ScheduleSync
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database, placeholder_job, sqs_queue
 from tests.support.web import ROLE_ARN, Aws

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.claim_race import claim_race
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 
 S = LinkGenerationStatus
 THREADS = 16

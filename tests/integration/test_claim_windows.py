@@ -8,7 +8,7 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.constants import STALE_MS, TimingWindows
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 
 S = LinkGenerationStatus
 

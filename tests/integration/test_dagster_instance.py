@@ -13,8 +13,8 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
+from testkit.factories import create_session, force_state
 from tests.support import ROOT
-from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
 

@@ -21,7 +21,7 @@ from jlg_pipeline.orchestration.generation import build_generation_job, build_sh
 from jlg_pipeline.orchestration.run_records import COUNT_TAGS
 from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
-from tests.support.factories import create_session, end_retry_wait, force_state, session_row
+from testkit.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
 

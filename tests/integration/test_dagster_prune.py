@@ -17,8 +17,8 @@ from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.prune import join_link_dagster_prune_job
+from testkit.factories import create_session, force_state, session_row
 from tests.support import ROOT
-from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database, placeholder_job
 

@@ -38,8 +38,8 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import OnlineSessionService
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.generation import generate_for_session
+from testkit.factories import create_session, force_state, session_row
 from testkit.fault_proxy import FaultProxy, Mode
-from tests.support.factories import create_session, force_state, session_row
 from tests.support.resources import database
 from tests.support.served import served_app
 from tests.support.web import admin_headers

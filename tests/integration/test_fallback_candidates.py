@@ -9,7 +9,7 @@ from sqlalchemy import Engine, text
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import program_session
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import create_session, force_state
+from testkit.factories import create_session, force_state
 
 S = LinkGenerationStatus
 OVERDUE = timedelta(minutes=-31)

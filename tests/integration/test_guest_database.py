@@ -19,9 +19,9 @@ from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.migrate import alembic_config, migrate, upgrade_statements
 from jlg_pipeline.migration_plan import HOST_TABLE_REVISION, HOST_TABLES, refusals
+from testkit.factories import create_session, force_state
 from tests.integration.test_metric_counts import full_count, held_full_count
 from tests.support import earlier_schema
-from tests.support.factories import create_session, force_state
 from tests.support.host_database import (
     DECOY_SCHEMA,
     HostDatabase,

@@ -14,7 +14,8 @@ from sqlalchemy import text
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.migrate import alembic_config
-from tests.support import ROOT, postgres
+from testkit.postgres import scratch_database
+from tests.support import ROOT
 
 
 def _build_stage_sources() -> list[str]:
@@ -59,9 +60,7 @@ def test_the_images_install_migrates_an_empty_database(pg_admin_url: str, tmp_pa
     [wheel] = (tmp_path / "wheel").glob("jlg_pipeline-*.whl")
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    name = postgres.new_database_name("jlg_image")
-    url = postgres.create_database(pg_admin_url, name)
-    try:
+    with scratch_database(pg_admin_url, "jlg_image", migrated=False) as url:
         migrated = subprocess.run(
             [
                 sys.executable,
@@ -84,5 +83,3 @@ def test_the_images_install_migrates_an_empty_database(pg_admin_url: str, tmp_pa
         finally:
             engine.dispose()
         assert version == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
-    finally:
-        postgres.drop_database(pg_admin_url, name)

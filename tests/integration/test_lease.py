@@ -15,8 +15,8 @@ from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import GenerationResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
+from testkit.factories import create_session, force_state, session_row
 from tests.support import ROOT
-from tests.support.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 
 S = LinkGenerationStatus

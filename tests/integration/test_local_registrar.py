@@ -11,7 +11,7 @@ from jlg_pipeline.adapters.tables import local_bulk_job, local_join_link
 from jlg_pipeline.domain.errors import InvalidInput, RegistrarRejected
 from jlg_pipeline.domain.models import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import add_registrations, create_session, force_state
+from testkit.factories import add_registrations, create_session, force_state
 
 
 def _links(engine: Engine, session_id: int) -> int:

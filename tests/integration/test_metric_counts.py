@@ -19,7 +19,7 @@ from jlg_pipeline.adapters.metric_counts import Counts, fold, read_counts
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import HELD_STATUSES, LinkGenerationStatus
-from tests.support.factories import create_session
+from testkit.factories import create_session
 
 STATUSES = [s.value for s in LinkGenerationStatus]
 HELD = {s.value for s in HELD_STATUSES}

@@ -15,18 +15,14 @@ from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.adapters.tables import metadata, online_session, program_session
 from jlg_pipeline.cli import main
 from jlg_pipeline.migrate import alembic_config, migrate
-from tests.support import postgres
+from testkit.postgres import scratch_database
 from tests.support.host_database import HOST_TABLES_DDL
 
 
 @pytest.fixture
 def empty_db(pg_admin_url: str) -> Iterator[str]:
-    name = postgres.new_database_name("jlg_migrate")
-    url = postgres.create_database(pg_admin_url, name)
-    try:
+    with scratch_database(pg_admin_url, "jlg_migrate", migrated=False) as url:
         yield url
-    finally:
-        postgres.drop_database(pg_admin_url, name)
 
 
 @pytest.fixture

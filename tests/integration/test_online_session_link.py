@@ -10,7 +10,7 @@ from jlg_pipeline.domain.errors import GenerationFailed, RegistrarUnavailable
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
-from tests.support.factories import create_session, force_state, online_snapshot
+from testkit.factories import create_session, force_state, online_snapshot
 from tests.support.fakes import RecordingRegistrar
 
 S = LinkGenerationStatus

@@ -23,7 +23,7 @@ from jlg_pipeline.domain.programme_actions import (
     SessionFilter,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import create_sessions, force_state, session_row
+from testkit.factories import create_sessions, force_state, session_row
 from tests.support.web import Aws, admin_headers, client_for, settings_for
 
 S = LinkGenerationStatus

@@ -29,7 +29,7 @@ from jlg_pipeline.domain.programme_actions import (
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.programme_actions import ProgrammeActions
-from tests.support.factories import create_sessions, db_now, session_row
+from testkit.factories import create_sessions, db_now, session_row
 
 S = LinkGenerationStatus
 SESSIONS = 4

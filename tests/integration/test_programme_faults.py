@@ -23,8 +23,8 @@ from jlg_pipeline.domain.programme_actions import (
     SessionFilter,
 )
 from jlg_pipeline.services.programme_actions import ProgrammeActions
+from testkit.factories import create_sessions
 from testkit.fault_proxy import FaultProxy, Mode
-from tests.support.factories import create_sessions
 
 DAY = 86_400
 HOLD_S = 3.0

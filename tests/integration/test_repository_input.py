@@ -10,7 +10,7 @@ from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import DatabaseRefused, InvalidInput, is_retryable
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 
 LATER = datetime.now(UTC) + timedelta(days=1)
 

@@ -22,8 +22,8 @@ from jlg_pipeline.orchestration.fallback import join_link_backfill_job
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.run_origin import trigger_of
 from jlg_pipeline.orchestration.tags import AUTO_RETRY_TAG, BACKFILL_TAG, PARTITION_TAG
+from testkit.factories import create_session, force_state
 from tests.support import ROOT
-from tests.support.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
 

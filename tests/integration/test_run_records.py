@@ -21,7 +21,7 @@ from jlg_pipeline.orchestration.fallback import BACKFILL_DAYS, backfill_partitio
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import backfill_window
-from tests.support.factories import create_session, force_state
+from testkit.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 from tests.support.resources import database
 from tests.support.web import Aws, admin_headers, client_for, settings_for, token

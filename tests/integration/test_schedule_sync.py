@@ -29,7 +29,7 @@ from jlg_pipeline.services.schedule_sync import (
     direct_run_key,
     due_work,
 )
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler
 from tests.support.web import ROLE_ARN, Aws, admin_headers, client_for, settings_for
 

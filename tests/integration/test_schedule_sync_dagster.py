@@ -30,7 +30,7 @@ from jlg_pipeline.orchestration.schedule_sync import (
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG, TRIGGER_TAG
 from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import ScheduleSync
-from tests.support.factories import create_session, session_row
+from testkit.factories import create_session, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database, placeholder_job
 from tests.support.web import ROLE_ARN, Aws

@@ -29,7 +29,7 @@ from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.services.generation import generate_for_session
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 from tests.support.served import rss_kib, served_app
 from tests.support.web import Aws, admin_headers, client_for, raw_token, settings_for
 

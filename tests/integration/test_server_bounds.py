@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, text
 
-from tests.support.factories import create_session
+from testkit.factories import create_session
 from tests.support.served import rss_kib, served_app
 from tests.support.web import admin_headers
 from web.limits import BODY_DEADLINE_S, MAX_HEADERS

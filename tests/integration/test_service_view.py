@@ -35,7 +35,7 @@ from jlg_pipeline.domain.retries import retry_wait_s
 from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Budget, Health, Turn, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 
 S = LinkGenerationStatus

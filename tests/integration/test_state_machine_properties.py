@@ -13,7 +13,7 @@ from sqlalchemy import Engine, text
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Claim, SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import create_session, online_snapshot, session_row
+from testkit.factories import create_session, online_snapshot, session_row
 
 S = LinkGenerationStatus
 

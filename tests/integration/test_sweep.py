@@ -15,7 +15,7 @@ from jlg_pipeline.domain.models import (
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import sweep_overdue_sessions
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 
 S = LinkGenerationStatus

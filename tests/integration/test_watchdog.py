@@ -38,8 +38,8 @@ from jlg_pipeline.orchestration.tags import MAX_RUNTIME_TAG
 from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.program_session import ProgramSessionService
+from testkit.factories import create_session, end_retry_wait, force_state, session_row
 from tests.integration.test_schedule_sync import _schedule, _sync
-from tests.support.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database
 from tests.support.web import (

@@ -15,7 +15,7 @@ from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
 from tests.support.web import Aws, admin_headers, client_for, settings_for, token
 

@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import create_session, force_state, session_row
+from testkit.factories import create_session, force_state, session_row
 from tests.support.web import (
     SECRET,
     Aws,

@@ -16,7 +16,7 @@ from jlg_pipeline.adapters.aws_scheduler import scheduler_client
 from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.ports import free_port
-from tests.support.factories import create_session, force_state, online_snapshot, session_row
+from testkit.factories import create_session, force_state, online_snapshot, session_row
 from tests.support.logs import fields_of
 from tests.support.web import (
     ROLE_ARN,

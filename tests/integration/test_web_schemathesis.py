@@ -15,7 +15,7 @@ from schemathesis.checks import (
 )
 from sqlalchemy import Engine
 
-from tests.support.factories import create_session
+from testkit.factories import create_session
 from tests.support.web import Aws, admin_headers, client_for, settings_for
 
 CHECKS = (

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from tests.support.factories import create_session, force_state
+from testkit.factories import create_session, force_state
 from tests.support.web import Aws, admin_headers, client_for, settings_for
 from web.app import create_app
 

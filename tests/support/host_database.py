@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, text
 
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.postgres import admin_execute
-from tests.support import postgres
+from jlg_pipeline.local.postgres import admin_execute, create_database, drop_database
+from testkit.postgres import new_database_name
 
 HOST_TABLES_DDL = """
 CREATE TABLE hdb_program_session (
@@ -54,8 +54,8 @@ class HostDatabase:
 
 @contextmanager
 def host_database(admin_url: str) -> Iterator[HostDatabase]:
-    name = postgres.new_database_name("jlg_guest")
-    url = postgres.create_database(admin_url, name)
+    name = new_database_name("jlg_guest")
+    url = create_database(admin_url, name)
     role = f"jlg_host_{uuid.uuid4().hex[:8]}"
     engine = create_engine(url)
     try:
@@ -75,7 +75,7 @@ def host_database(admin_url: str) -> Iterator[HostDatabase]:
         yield HostDatabase(url, engine, role)
     finally:
         engine.dispose()
-        postgres.drop_database(admin_url, name)
+        drop_database(admin_url, name)
         admin_execute(admin_url, f"DROP ROLE IF EXISTS {role}")
 
 

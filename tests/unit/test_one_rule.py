@@ -1,6 +1,7 @@
 """Rules said once: a decision the code makes in more than one place is written in one
 function the others call (what the code says, read from the files)."""
 
+import ast
 import io
 import itertools
 import tokenize
@@ -65,3 +66,31 @@ def test_one_module_bounds_every_blocking_client_call() -> None:
     keeper = "jlg_pipeline/adapters/socket_deadlines.py"
     assert _uses("SHUT_RDWR", but=keeper) == []
     assert _uses("Timer", but=keeper) == []
+
+
+FIRST_PARTY = ("jlg_pipeline", "web", "migrations", "tests", "testkit", "bench")
+
+
+def test_nothing_imports_a_dependency_s_private_parts() -> None:
+    """A dependency's private module or name (a leading underscore, or pgserver's ``pg_ctl``,
+    which only its private ``_commands`` defines) may change in any release: the repository
+    reaches every dependency through its public names."""
+    private = []
+    for path in sorted(ROOT.glob("[!.]*/**/*.py")):
+        if path.is_relative_to(ROOT / "migrations" / "versions"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] in FIRST_PARTY:
+                    continue
+                names = [alias.name for alias in node.names]
+                parts = node.module.split(".") + names
+            elif isinstance(node, ast.Import):
+                parts = [p for alias in node.names for p in alias.name.split(".")]
+                if parts[0] in FIRST_PARTY:
+                    continue
+            else:
+                continue
+            if any((p.startswith("_") and not p.startswith("__")) or p == "pg_ctl" for p in parts):
+                private.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert private == []
