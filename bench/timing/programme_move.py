@@ -5,10 +5,12 @@ an open-loop load of other admin requests (one session's PATCH and GET, other pr
 beside it. Rounds alternate with the same load on an idle API, so a noisy moment of the
 machine falls on both. Only requests sent while the operation runs (its dry run's start to the
 move's answer) count as busy; they are pooled over the rounds (a p99 of one round's few dozen
-requests would be its slowest one).
+requests would be its slowest one): 40 rounds at 40 requests/s give some 800, so the p99 is
+not decided by the one or two slowest (at 15 rounds of 25 it was, and its ratio swung from
+1.6x to 2.4x between two runs of the same code).
 
-    .venv/bin/python -m bench.timing.programme_move [--sessions 10000] [--rate 25]
-        [--rounds 15] [--strict]
+    .venv/bin/python -m bench.timing.programme_move [--sessions 10000] [--rate 40]
+        [--rounds 40] [--strict]
 
 Targets (issue 41): the move within 10 s on 2 cores; the other requests' p99 while it runs
 within 2x of the idle API's.
@@ -132,8 +134,8 @@ def loaded_move(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sessions", type=int, default=10_000)
-    parser.add_argument("--rate", type=int, default=25, help="other requests a second")
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rate", type=int, default=40, help="other requests a second")
+    parser.add_argument("--rounds", type=int, default=40)
     strict_option(parser)
     args = parser.parse_args()
     headers = admin_headers()

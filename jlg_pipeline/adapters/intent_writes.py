@@ -3,6 +3,8 @@ of a programme action), each one statement: the rows as they were (locked) and a
 stale attempt it takes over closed, the change recorded in the intent history and, when asked,
 the schedule change written to the outbox. Refused writes change nothing and say why."""
 
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID as Uuid
@@ -42,6 +44,7 @@ from jlg_pipeline.domain.models import SetOutcome, SetResult
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     OPERATION_CHUNK,
+    OPERATION_SHARE,
     PREVIEW_SHOWN,
     Preview,
     SessionFilter,
@@ -63,6 +66,10 @@ def _binds() -> dict[str, BindParameter[Any]]:
 
 
 class IntentWrites(SessionStatements):
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    pause: Callable[[float], None] = staticmethod(time.sleep)
+    """How a programme action's chunk is timed and the database left to others after it."""
+
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
         super().__init__(engine, windows)
         one = ps.c.id == bindparam("session_id")
@@ -296,7 +303,8 @@ class IntentWrites(SessionStatements):
         """One chunk of a programme action, in one statement (one transaction): up to
         OPERATION_CHUNK of its sessions not yet acted on, each set to ``at`` (None clears) or
         moved by ``shift_s`` exactly as its own PATCH would, and marked with the outcome.
-        [] when none is left (or another finisher holds the rest)."""
+        [] when none is left (or another finisher holds the rest). Having acted, it waits to
+        keep the operation to its OPERATION_SHARE of the database's time."""
         sql, defaults = self._chunk_sql(where, record_schedule_change)
         params = {
             **defaults,
@@ -305,8 +313,11 @@ class IntentWrites(SessionStatements):
             "shift_s": shift_s,
             "actor": validation.actor_user_id(actor_user_id),
         }
+        started = self.clock()
         with translate_errors("acting on a programme's sessions"), self._engine.begin() as conn:
             rows = conn.exec_driver_sql(sql, params).all()
+        if rows:
+            self.pause((self.clock() - started) * (1 / OPERATION_SHARE - 1))
         return [(r.program_session_id, SetOutcome(r.outcome)) for r in rows]
 
     def forecast(
