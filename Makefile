@@ -10,7 +10,7 @@ TEST_WORKERS ?= 2
 # The TRD's floor: at least 80 % of lines on the services and the repository.
 CORE := jlg_pipeline/services/*,jlg_pipeline/adapters/repository.py
 
-.PHONY: setup dev test lint format bench test-embedded migrate clean
+.PHONY: setup dev test lint format bench trial test-embedded migrate clean
 
 setup: $(STAMP)
 
@@ -52,6 +52,12 @@ bench: setup
 	$(BIN)/python -m bench.timing.sweep_query --rows 100000 --due 1000 --poison 10000 --repeat 10 --strict
 	$(BIN)/python -m bench.timing.sqs_intake --messages 500 --strict
 	$(BIN)/python -m bench.timing.daemon_burst --sizes 60 --strict
+
+# The chaos trial's five-minute seed (the suite runs a smoke of it): the whole system as
+# deployed, a drawn timeline of faults while admins arm sessions; exit 1 on any violation.
+# Longer seeds: README, "Benchmarks".
+trial: setup
+	$(BIN)/python -m bench.trials.chaos --seed 20261244 --minutes 5 --sessions 12 --strict
 
 # The whole system on this machine: embedded PostgreSQL and AWS emulation unless configured.
 dev: setup

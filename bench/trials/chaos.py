@@ -78,6 +78,9 @@ WARM_UP_S = 45.0
 """Healthy time at the start, after the daemon has loaded the code location."""
 QUIET_TAIL_S = 150.0
 """No fault and no arming in the last part of the timeline: the last sessions come due."""
+FULL_SHAPE_S = 300.0
+"""Trials this long or longer keep the warm-up, the quiet tail and the leads above; a
+shorter one (the suite's smoke) shrinks them in proportion."""
 RETRY_AFTER_S = 20
 LIMITED_PER_S = 1.0
 """The service's own limit while it is rate-limited: a call a second."""
@@ -136,19 +139,20 @@ class Timeline:
         rng = random.Random(seed)
         # A short trial draws shorter faults and gaps, so it still sees several.
         scale = min(1.0, length_s / FULL_LENGTH_S)
+        shape = min(1.0, length_s / FULL_SHAPE_S)
         faults: list[Fault] = []
-        at = WARM_UP_S
+        at = WARM_UP_S * shape
         while True:
             kind = rng.choice(kinds or sorted(DURATIONS))
             low, high = DURATIONS[kind]
             fault = Fault(kind, at, round(rng.uniform(low, high) * scale))
-            if fault.end > length_s - QUIET_TAIL_S:
+            if fault.end > length_s - QUIET_TAIL_S * shape:
                 break
             faults.append(fault)
             at = fault.end + round(rng.uniform(30, 90) * scale)
         messages = sorted(
             (
-                float(round(rng.uniform(WARM_UP_S, length_s - QUIET_TAIL_S))),
+                float(round(rng.uniform(WARM_UP_S * shape, length_s - QUIET_TAIL_S * shape))),
                 rng.choice(["poison", "duplicate"]),
             )
             for _ in range(max(int(length_s // 120), 1))
@@ -156,9 +160,27 @@ class Timeline:
         return cls(seed, length_s, faults, messages)
 
     @property
+    def shape(self) -> float:
+        return min(1.0, self.length_s / FULL_SHAPE_S)
+
+    @property
+    def quiet_tail_s(self) -> float:
+        return QUIET_TAIL_S * self.shape
+
+    @property
+    def min_lead_s(self) -> float:
+        """How far ahead admins arm at the least: 20 s, less in the smoke."""
+        return 20.0 * self.shape
+
+    @property
     def max_lead_s(self) -> float:
         """How far ahead admins arm: up to 4 minutes, less in a short trial."""
-        return max(60.0, min(240.0, self.length_s / 4))
+        return max(60.0 * self.shape, min(240.0, self.length_s / 4))
+
+    @property
+    def arm_until_s(self) -> float:
+        """When admins stop arming: the last one is due before the quiet tail ends."""
+        return self.length_s - self.quiet_tail_s - 60 * self.shape
 
     def lines(self) -> list[str]:
         shown = [(f.start, f"{f.start:5.0f} s  {f.kind} ({f.duration:.0f} s)") for f in self.faults]
@@ -318,14 +340,16 @@ def admin(
     """Arms a session every few seconds until the quiet tail, re-arms some before their time,
     and retries a failed PATCH 10 s later with a fresh time."""
     rng = random.Random(timeline.seed * 7919)
-    arm_until = timeline.length_s - QUIET_TAIL_S - 60
+    arm_until = timeline.arm_until_s
     interval = arm_until / len(sessions)
     fresh = iter(sessions)
     retry: list[tuple[float, int]] = []
     with httpx.Client(base_url=base, headers=admin_headers(), timeout=60) as http:
 
         def arm(session: int) -> None:
-            at = datetime.now(UTC) + timedelta(seconds=rng.uniform(20, timeline.max_lead_s))
+            at = datetime.now(UTC) + timedelta(
+                seconds=rng.uniform(timeline.min_lead_s, timeline.max_lead_s)
+            )
             armed_s = record.now()
             try:
                 status = http.patch(
@@ -354,7 +378,9 @@ def admin(
                 break
             arm(session)
             stop.wait(max(interval - 0.05, 0.1))
-        while retry and not stop.is_set() and record.now() < timeline.length_s - QUIET_TAIL_S:
+        while (
+            retry and not stop.is_set() and record.now() < timeline.length_s - timeline.quiet_tail_s
+        ):
             when, session = retry.pop(0)
             stop.wait(max(when - record.now(), 0))
             arm(session)
@@ -490,7 +516,7 @@ def run(
 ) -> Outcome:
     """``settings``: environment for the web app and the daemon over the trial's own."""
     with whole_system(home, sessions, settings or {}) as (system, base, ids, engine):
-        time.sleep(20)  # the daemon loads the code location
+        time.sleep(20 * timeline.shape)  # the daemon loads the code location
         record = Record()
         stop = threading.Event()
         rng = random.Random(timeline.seed)
@@ -665,7 +691,7 @@ def main() -> None:
         parser.error(f"unknown fault kind(s): {', '.join(sorted(unknown))}")
     length_s = args.minutes * 60
     timeline = Timeline.draw(args.seed, length_s, kinds)
-    sessions = args.sessions or int((length_s - QUIET_TAIL_S - 60) / 4)
+    sessions = args.sessions or max(int(timeline.arm_until_s / 4), 1)
     shown = "".join(f", {name}={value}" for name, value in settings.items())
     print(
         f"# chaos, seed {args.seed}, {args.minutes:g} min, {sessions} sessions{shown}, {machine()}"
