@@ -17,6 +17,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.models import (
@@ -37,6 +38,7 @@ from jlg_pipeline.domain.programme_actions import (
     Skipped,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from web.envelope import utc_z
 
 MAX_BODY_BYTES = 4096
@@ -346,16 +348,17 @@ def _optional_whole(seen: dict[str, str], name: str, low: int, high: int) -> int
     return int(raw)
 
 
-def parse_session_id(raw: str) -> int:
-    return _path_id(raw, "program session id")
+def parse_session_id(raw: str) -> SessionId:
+    return validation.session_id(_digits(raw, "program session id"), "program session id")
 
 
 def parse_program_id(raw: str) -> int:
-    return _path_id(raw, "programId")
+    return validation.program_id(_digits(raw, "programId"))
 
 
-def _path_id(raw: str, name: str) -> int:
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and 1 <= int(raw) <= BIGINT_MAX):
+def _digits(raw: str, name: str) -> int:
+    """A path segment as a whole number (its range is the domain's rule)."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
         raise InvalidInput(f"{name} must be a positive integer, got {raw[:40]!r}")
     return int(raw)
 

@@ -8,6 +8,7 @@ from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import AttemptOutcome, AttemptRecord
+from jlg_pipeline.domain.validation import SessionId
 
 
 def close_open_attempt(changed: CTE, name: str) -> CTE:
@@ -25,11 +26,11 @@ def close_open_attempt(changed: CTE, name: str) -> CTE:
     return closed
 
 
-def read_attempts(engine: Engine, session_id: int, limit: int) -> list[AttemptRecord]:
+def read_attempts(engine: Engine, session_id: SessionId, limit: int) -> list[AttemptRecord]:
     """The session's attempts, newest first, at most ``limit``."""
     statement = (
         select(attempts)
-        .where(attempts.c.program_session_id == validation.session_id(session_id))
+        .where(attempts.c.program_session_id == session_id)
         .order_by(attempts.c.attempt.desc())
         .limit(validation.positive_limit(limit))
     )

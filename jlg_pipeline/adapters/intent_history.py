@@ -10,6 +10,7 @@ from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import link_generation_change as changes
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import IntentChange
+from jlg_pipeline.domain.validation import SessionId
 
 
 def record_intent(after: CTE, actor: BindParameter[Any], operation: BindParameter[Any]) -> CTE:
@@ -47,11 +48,11 @@ def newest_actor(session_id: ColumnElement[Any]) -> ScalarSelect[Any]:
     )
 
 
-def read_changes(engine: Engine, session_id: int, limit: int) -> list[IntentChange]:
+def read_changes(engine: Engine, session_id: SessionId, limit: int) -> list[IntentChange]:
     """The session's changes, newest first, at most ``limit``."""
     statement = (
         select(changes)
-        .where(changes.c.program_session_id == validation.session_id(session_id))
+        .where(changes.c.program_session_id == session_id)
         .order_by(changes.c.id.desc())
         .limit(validation.positive_limit(limit))
     )

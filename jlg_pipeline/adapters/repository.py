@@ -297,11 +297,11 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
 
     def changes(self, session_id: int, limit: int = 50) -> list[IntentChange]:
         """The session's intent history (every admin set/clear), newest first."""
-        return read_changes(self._engine, session_id, limit)
+        return read_changes(self._engine, validation.session_id(session_id), limit)
 
     def attempts(self, session_id: int, limit: int = 50) -> list[AttemptRecord]:
         """The session's attempt history, newest first, at most ``limit``."""
-        return read_attempts(self._engine, session_id, limit)
+        return read_attempts(self._engine, validation.session_id(session_id), limit)
 
     def in_time_order(self, session_ids: Sequence[int]) -> list[int]:
         """``session_ids`` earliest time first (the order the online-session service is asked

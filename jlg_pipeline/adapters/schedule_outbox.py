@@ -48,6 +48,7 @@ from jlg_pipeline.domain.schedule_sync import (
     goes_direct,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 
 RESYNC_BATCH = 10_000
 
@@ -144,12 +145,12 @@ class ScheduleOutbox:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def take(self, session_id: int) -> PendingChange | None:
+    def take(self, session_id: SessionId) -> PendingChange | None:
         """The session's pending change (not yet applied, not direct), leased to the caller
         for APPLY_LEASE; None when there is none or another applier holds it. The lease ends
         with a settle (:meth:`retire`, :meth:`go_direct`, :meth:`postpone`) or :meth:`release`;
         an applier that dies holding it delays the change by the lease at most."""
-        params = {"session_id": validation.session_id(session_id)}
+        params = {"session_id": session_id}
         with translate_errors("taking a schedule change"), self._engine.begin() as conn:
             row = conn.execute(_TAKE, params).one_or_none()
         if row is None:
@@ -225,7 +226,7 @@ class ScheduleOutbox:
         with translate_errors("deciding near times direct"), self._engine.begin() as conn:
             return conn.execute(statement).rowcount
 
-    def pending_session_ids(self, limit: int) -> Sequence[int]:
+    def pending_session_ids(self, limit: int) -> Sequence[SessionId]:
         """Sessions with a change to apply, due or not, nearest fire time first (clears,
         which no stale schedule can make harmful, last), not held by another applier."""
         statement = (

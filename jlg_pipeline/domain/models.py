@@ -7,6 +7,7 @@ from uuid import UUID
 
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 
 
 class Trigger(StrEnum):
@@ -28,7 +29,7 @@ class Trigger(StrEnum):
 class LinkGenerationState:
     """A session's link-generation fields as the database holds them now."""
 
-    id: int
+    id: SessionId
     link_generation_at: datetime | None
     status: LinkGenerationStatus
     attempt: int
@@ -83,7 +84,7 @@ class SetResult:
 class Claim:
     """The right to generate for one session, held by exactly one attempt."""
 
-    session_id: int
+    session_id: SessionId
     program_id: int
     attempt: int
     link_generation_at: datetime

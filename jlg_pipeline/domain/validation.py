@@ -4,6 +4,7 @@ check their fields here."""
 
 import re
 from datetime import datetime
+from typing import NewType
 
 from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.errors import InvalidInput
@@ -25,17 +26,23 @@ def int_between(value: object, low: int, high: int) -> int | None:
     return value
 
 
-def session_id(value: object) -> int:
-    checked = int_between(value, 1, BIGINT_MAX)
-    if checked is None:
-        raise InvalidInput(f"programSessionId must be a positive 64-bit integer, got {value!r}")
-    return checked
+SessionId = NewType("SessionId", int)
+"""A program session's id as :func:`session_id` parsed it where it entered (the HTTP path, a
+queue message or run config, the repository's public methods): the layers inside take this
+type and check nothing again."""
 
 
-def program_id(value: object) -> int:
+def session_id(value: object, name: str = "programSessionId") -> SessionId:
     checked = int_between(value, 1, BIGINT_MAX)
     if checked is None:
-        raise InvalidInput(f"programId must be a positive 64-bit integer, got {value!r}")
+        raise InvalidInput(f"{name} must be a positive 64-bit integer, got {value!r}")
+    return SessionId(checked)
+
+
+def program_id(value: object, name: str = "programId") -> int:
+    checked = int_between(value, 1, BIGINT_MAX)
+    if checked is None:
+        raise InvalidInput(f"{name} must be a positive 64-bit integer, got {value!r}")
     return checked
 
 

@@ -95,5 +95,6 @@ class ProgramSessionService:
                 f"program session {session_id} is generating join links now; try again when it ends"
             )
         if result.schedule_version is not None:
-            defer(lambda: self._sync.apply_after_response(session_id))
+            synced = result.state.id
+            defer(lambda: self._sync.apply_after_response(synced))
         return result.state

@@ -28,6 +28,7 @@ from jlg_pipeline.domain.schedule_sync import (
     PendingChange,
     SyncReport,
 )
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class ScheduleSync:
         (queue and role ARNs) is configured."""
         return self._enabled and self._target is not None
 
-    def apply(self, session_id: int) -> SyncAction:
+    def apply(self, session_id: SessionId) -> SyncAction:
         """Apply the session's newest pending change. NOTHING when there is none, or another
         applier holds it (it applies the newest next). A change that arrives while the call
         runs is applied next, up to MAX_APPLY_ROUNDS; no connection is held meanwhile."""
@@ -98,7 +99,7 @@ class ScheduleSync:
             self._outbox.release(change)
         return SyncAction.NOTHING
 
-    def apply_after_response(self, session_id: int) -> None:
+    def apply_after_response(self, session_id: SessionId) -> None:
         """The fast path: never raises. Whatever it leaves pending, the sync job retries."""
         try:
             self.apply(session_id)
@@ -211,7 +212,7 @@ class ScheduleSync:
         session_ids = self._outbox.pending_session_ids(limit)
         deadline = time.monotonic() + SYNC_BUDGET.total_seconds()
 
-        def apply_in_budget(session_id: int) -> SyncAction:
+        def apply_in_budget(session_id: SessionId) -> SyncAction:
             if time.monotonic() > deadline:
                 return SyncAction.NOTHING  # left pending for the next run
             return self.apply(session_id)

@@ -21,6 +21,7 @@ from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.cli import main
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, schedule_request
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import (
@@ -323,12 +324,12 @@ def test_an_applier_already_at_work_is_left_alone_by_the_job(engine: Engine, aws
     service = ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, aws))
     service.set_link_generation(sid, _later(), 7, lambda call: None)
     outbox = ScheduleOutbox(engine)
-    held = outbox.take(sid)
+    held = outbox.take(SessionId(sid))
     assert held is not None
-    assert outbox.take(sid) is None, "one applier at a time"
-    assert _sync(engine, aws).apply(sid) is SyncAction.NOTHING
+    assert outbox.take(SessionId(sid)) is None, "one applier at a time"
+    assert _sync(engine, aws).apply(SessionId(sid)) is SyncAction.NOTHING
     outbox.release(held)
-    assert _sync(engine, aws).apply(sid) is SyncAction.CREATED
+    assert _sync(engine, aws).apply(SessionId(sid)) is SyncAction.CREATED
 
 
 def test_metrics_show_the_backlog_and_its_age(engine: Engine, db_url: str, aws: Aws) -> None:
@@ -415,7 +416,7 @@ def test_an_applier_inside_a_slow_call_holds_no_connection_and_applies_the_newes
     service = ProgramSessionService(ProgramSessionRepository(engine), sync)
     service.set_link_generation(sid, _later(days=1), 7, lambda call: None)
     results: list[SyncAction] = []
-    first = threading.Thread(target=lambda: results.append(sync.apply(sid)))
+    first = threading.Thread(target=lambda: results.append(sync.apply(SessionId(sid))))
     first.start()
     assert blocking.entered.wait(10)
     assert _app_transactions(engine) == 0, "no transaction or lock across the AWS call"
@@ -423,7 +424,7 @@ def test_an_applier_inside_a_slow_call_holds_no_connection_and_applies_the_newes
     started = time.monotonic()
     service.set_link_generation(sid, newest, 8, lambda call: None)
     assert time.monotonic() - started < 1, "the admin's write never waits for an applier"
-    assert sync.apply(sid) is SyncAction.NOTHING, "the applier at work applies it next"
+    assert sync.apply(SessionId(sid)) is SyncAction.NOTHING, "the applier at work applies it next"
     blocking.release.set()
     first.join(timeout=20)
     assert results == [SyncAction.UPDATED]
@@ -441,7 +442,7 @@ def test_an_applier_that_died_holding_a_change_delays_it_by_the_lease_only(
     ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, aws)).set_link_generation(
         sid, _later(), 7, lambda call: None
     )
-    assert ScheduleOutbox(engine).take(sid) is not None  # and its process dies
+    assert ScheduleOutbox(engine).take(SessionId(sid)) is not None  # and its process dies
     assert _sync(engine, aws).sync().applied == 0
     with engine.begin() as conn:
         conn.execute(schedule_outbox.update().values(held_until=func.now() - timedelta(seconds=1)))

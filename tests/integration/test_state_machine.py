@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Claim, SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session, force_state, session_row
 
 S = LinkGenerationStatus
@@ -57,7 +58,7 @@ ALLOWED_TRANSITIONS: frozenset[tuple[S, S, Transition]] = frozenset(
 
 
 def _claim_for(session_id: int, attempt: int) -> Claim:
-    return Claim(session_id, 1, attempt, datetime.now(UTC))
+    return Claim(SessionId(session_id), 1, attempt, datetime.now(UTC))
 
 
 Action = Callable[[ProgramSessionRepository, int], bool]

@@ -21,6 +21,7 @@ from jlg_pipeline.domain.models import (
 )
 from jlg_pipeline.domain.service_view import Health, Turn, Verdict, ViewState
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 
 
 @dataclass
@@ -176,7 +177,7 @@ class FakeSessions:
         self._set(state, status=LinkGenerationStatus.IN_PROGRESS, attempt=attempt, stale=False)
         self.run_of[session_id] = run_id
         assert state.link_generation_at is not None
-        return Claim(session_id, 1, attempt, state.link_generation_at)
+        return Claim(SessionId(session_id), 1, attempt, state.link_generation_at)
 
     def resume(self, session_id: int, run_id: str) -> Claim | None:
         self.asked.append(f"resume {session_id}")
@@ -186,7 +187,7 @@ class FakeSessions:
         if self.run_of.get(session_id) != run_id:
             return None
         assert state.link_generation_at is not None
-        return Claim(session_id, 1, state.attempt, state.link_generation_at)
+        return Claim(SessionId(session_id), 1, state.attempt, state.link_generation_at)
 
     def renew(self, claim: Claim) -> bool:
         self.asked.append(f"renew {claim.session_id}")

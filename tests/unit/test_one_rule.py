@@ -94,3 +94,21 @@ def test_nothing_imports_a_dependency_s_private_parts() -> None:
             if any((p.startswith("_") and not p.startswith("__")) or p == "pg_ctl" for p in parts):
                 private.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert private == []
+
+
+def test_a_session_id_is_parsed_where_it_enters_and_trusted_inside() -> None:
+    """``validation.session_id`` (the one rule) turns a value into a ``SessionId`` where it
+    enters: the HTTP path, the request a message or run config becomes, the repository's
+    public methods. The statements inside take that type and check nothing again."""
+    edges = (
+        "web/schemas.py",
+        "jlg_pipeline/domain/models.py",
+        "jlg_pipeline/adapters/repository.py",
+        "jlg_pipeline/adapters/intent_writes.py",
+    )
+    inside = [
+        use
+        for use in _uses("session_id", but="jlg_pipeline/domain/validation.py", called=True)
+        if not use.startswith(edges)
+    ]
+    assert inside == []

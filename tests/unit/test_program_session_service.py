@@ -14,6 +14,7 @@ from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, Sessi
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.models import LinkGenerationState, SetOutcome, SetResult
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 from tests.support.fakes import FakeScheduler
@@ -24,7 +25,7 @@ TARGET = ScheduleTarget("arn:aws:sqs:us-east-1:1:q", "arn:aws:iam::1:role/r")
 
 def _state(at: datetime | None) -> LinkGenerationState:
     status = LinkGenerationStatus.SCHEDULED if at else LinkGenerationStatus.NOT_SCHEDULED
-    return LinkGenerationState(7, at, status, 0, None, None, AT, False, False, False)
+    return LinkGenerationState(SessionId(7), at, status, 0, None, None, AT, False, False, False)
 
 
 class ScriptedRepository:
