@@ -51,7 +51,9 @@ IDLE_IN_TRANSACTION_S = 10
 two statements (no call to anything else is made inside one), so such a session is one whose
 client vanished mid-transaction (a statement answered into a failover, the client gone before
 its COMMIT): without this it would hold its row locks until TCP noticed, and every later
-write of that session would wait out its own bound behind it."""
+write of that session would wait out its own bound behind it. PostgreSQL's own setting, not a
+mechanism of ours (test_a_transaction_whose_client_vanished_frees_its_row_within_the_idle_bound
+fails without it)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,10 @@ class Bounds:
     server does: a PostgreSQL that stops answering (a frozen host, a failover, a partition)
     never holds a caller for longer. ``hold_s`` bounds the whole time a connection is checked
     out of the pool (every statement and the commit of one transaction); None for callers
-    that run long statements on purpose (migrations)."""
+    that run long statements on purpose (migrations). Not ``statement_timeout`` or
+    ``lock_timeout``: the server keeps those, and the failure this exists for is a server that
+    has stopped answering (test_a_silent_database_fails_each_call_within_its_bound_and_heals
+    hangs without it)."""
 
     connect_s: int = 2
     """libpq's connect_timeout (2 s is its least): connecting and the server's greeting."""
@@ -150,7 +155,8 @@ class _Breaker:
     connect, for ``COOLDOWN_S``, a new connection is refused at once instead of
     each caller waiting out its own timeout (so a burst of requests against a silent
     database is answered 503 within the admin's bound, not queued behind one another). Then
-    one caller at a time probes, and the first success closes it."""
+    one caller at a time probes, and the first success closes it. Without it,
+    test_the_served_api_answers_within_6_s_while_the_database_is_silent fails (tried)."""
 
     COOLDOWN_S = 1.0
 
@@ -208,7 +214,11 @@ def _connected(bounds: Bounds, dbapi_connection: Any, record: Any) -> None:
 
 def _checked_out(bounds: Bounds, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
     """Check a pooled connection (a new one was checked by connecting), then bound its use.
-    A failed check is a DisconnectionError: the pool drops it and connects afresh."""
+    A failed check is a DisconnectionError: the pool drops it and connects afresh. Not
+    SQLAlchemy's ``pool_pre_ping``: it pings before any checkout event, with no deadline, so
+    against a database that accepts and never answers it waits for ever (tried in this
+    check's place: test_a_silent_database_fails_each_call_within_its_bound_and_heals and
+    test_the_served_api_answers_within_6_s_while_the_database_is_silent hang)."""
     if not record.info.pop(_FRESH, False):
         try:
             with DEADLINES.bounded(_fd(dbapi_connection), bounds.ping_s):
