@@ -129,18 +129,6 @@ def end_retry_wait(engine: Engine, session_id: int) -> None:
         )
 
 
-def add_registrants(engine: Engine, count: int) -> None:
-    """``count`` eligible registrants of program 1, the program every bench session is in."""
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jlg_local_registration (program_id, user_id)"
-                " SELECT 1, g FROM generate_series(1, :n) AS g ON CONFLICT DO NOTHING"
-            ),
-            {"n": count},
-        )
-
-
 def arm_cohort(engine: Engine, count: int, lead_s: float) -> tuple[list[int], float]:
     """``count`` sessions of program 1 SCHEDULED for one shared time ``lead_s`` ahead; (ids,
     that time as Unix seconds, on the database clock)."""

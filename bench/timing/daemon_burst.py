@@ -52,7 +52,7 @@ from bench.common import (
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.stack import Children
-from testkit.factories import add_registrants, arm_cohort
+from testkit.factories import add_registrations, arm_cohort
 
 LEAD_S = 20
 """The fire time lies this far ahead when the sessions are armed: the daemon is up by then."""
@@ -104,7 +104,7 @@ def run_case(sessions: int, mode: str, stand_in: str) -> Case:
         bench_database("jlg_bench_burst_dagster", migrated=False) as dagster_url,
     ):
         engine = create_engine(url)
-        add_registrants(engine, 20)
+        add_registrations(engine, 1, 20)
         with (
             moto_process(stand_in) as aws,
             tempfile.TemporaryDirectory(

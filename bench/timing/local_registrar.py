@@ -22,12 +22,12 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.models import BulkRegisterRequest
-from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
+from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
 
 
 def setup(engine: Engine, registrants: int) -> int:
     """``registrants`` eligible registrants and one session of their program; its id."""
-    add_registrants(engine, registrants)
+    add_registrations(engine, 1, registrants)
     return create_sessions(engine, 1, at_offset=None, status=NOT_SCHEDULED)[0]
 
 

@@ -37,7 +37,7 @@ from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S, DEFAULT_SQS_WAIT_
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.aws import LocalAws
 from jlg_pipeline.local.stack import Children
-from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
+from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def main() -> None:
     )
     results = {}
     with bench_database("jlg_bench_latency") as url, moto_process() as aws:
-        add_registrants(create_engine(url), 20)
+        add_registrations(create_engine(url), 1, 20)
         for setup in (BEFORE, shipped):
             results[setup] = measure(setup, url, aws, args.events, args.idle_seconds)
     base = results[BEFORE]

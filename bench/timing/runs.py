@@ -26,7 +26,7 @@ from bench.common import (
     table,
 )
 from jlg_pipeline.adapters.database import create_engine
-from testkit.factories import DUE, add_registrants, create_sessions
+from testkit.factories import DUE, add_registrations, create_sessions
 
 DAGSTER = str(BIN / "dagster")
 EMPTY_JOB = [
@@ -65,7 +65,7 @@ def main() -> None:
         bench_database("jlg_bench_runs_dagster", migrated=False) as dagster_url,
     ):
         engine = create_engine(url)
-        add_registrants(engine, 50)
+        add_registrations(engine, 1, 50)
         create_sessions(engine, args.repeat + 1, at_offset=DUE)
         engine.dispose()
         home = Path(tempfile.mkdtemp(prefix="jlg-bench-home-"))

@@ -53,7 +53,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
-from testkit.factories import add_registrants, arm_cohort
+from testkit.factories import add_registrations, arm_cohort
 
 CASES = ("budget", "budget-burst-1", "defaults", "hung", "failing", "unlimited")
 LEAD_S = 40
@@ -198,7 +198,7 @@ def run_case(
     ):
         home = Path(d)
         engine = create_engine(url)
-        add_registrants(engine, 20)
+        add_registrations(engine, 1, 20)
         service.limit_per_s = None if name == "unlimited" else rate
         env = dagster_env(
             home,

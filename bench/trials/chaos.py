@@ -65,7 +65,7 @@ from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
-from testkit.factories import add_registrants
+from testkit.factories import add_registrations
 from testkit.fault_proxy import FaultProxy, Mode, proxied_database
 from testkit.postgres import own_server
 from testkit.processes import code_server_pids, run_worker_pids
@@ -455,7 +455,7 @@ def whole_system(
         url = postgres.url
         migrate(url)
         engine = create_engine(url)
-        add_registrants(engine, 10)
+        add_registrations(engine, 1, 10)
         with engine.begin() as conn:
             ids = sorted(
                 conn.execute(

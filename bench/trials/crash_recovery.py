@@ -38,7 +38,7 @@ from bench.common import (
 )
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
-from testkit.factories import DUE, add_registrants, create_sessions
+from testkit.factories import DUE, add_registrations, create_sessions
 
 STALE_MS = 10_000
 
@@ -120,7 +120,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="jlg-bench-crash-") as home,
     ):
         engine = create_engine(url)
-        add_registrants(engine, 10)
+        add_registrations(engine, 1, 10)
         env = dagster_env(
             Path(home),
             dagster_url,

@@ -63,7 +63,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
-from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
+from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
 from testkit.fault_proxy import FaultProxy, Mode
 from testkit.postgres import own_server
 from testkit.processes import run_worker_pids
@@ -104,7 +104,7 @@ def run(
         url = postgres.url
         migrate(url)
         engine = create_engine(url)
-        add_registrants(engine, 25)
+        add_registrations(engine, 1, 25)
         ids = create_sessions(engine, sessions, at_offset=None, status=NOT_SCHEDULED)
         box = FaultProxy(int(aws.endpoint_url.rsplit(":", 1)[1]))
         box_url = f"http://127.0.0.1:{box.port}"

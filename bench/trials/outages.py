@@ -48,7 +48,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.migrate import migrate
-from testkit.factories import DUE, NOT_SCHEDULED, add_registrants, create_sessions
+from testkit.factories import DUE, NOT_SCHEDULED, add_registrations, create_sessions
 from testkit.postgres import own_server
 from testkit.served import start_web
 
@@ -63,7 +63,7 @@ def restart_during_sweep(
         url = postgres.url
         migrate(url)
         engine = create_engine(url)
-        add_registrants(engine, 3000)  # ~50 ms of local bulkRegister per session
+        add_registrations(engine, 1, 3000)  # ~50 ms of local bulkRegister per session
         env = dagster_env(
             home,
             dagster_url,
@@ -133,7 +133,7 @@ def aws_unreachable(
     url: str, dagster_url: str, home: Path, patches: int, targets: Targets
 ) -> tuple[str, ...]:
     engine = create_engine(url)
-    add_registrants(engine, 20)
+    add_registrations(engine, 1, 20)
     ids = create_sessions(engine, patches, at_offset=None, status=NOT_SCHEDULED)
     closed = f"http://127.0.0.1:{free_port()}"
     env = dagster_env(

@@ -65,7 +65,7 @@ from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
-from testkit.factories import NOT_SCHEDULED, add_registrants, create_sessions
+from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
 from testkit.served import start_web
 
 ON_TIME = timedelta(minutes=2)
@@ -286,7 +286,7 @@ def main() -> None:
             url = stack.enter_context(bench_database(f"jlg_bench_faults_{name[:3]}"))
             engine = create_engine(url, pool_size=8, max_overflow=8)
             stack.callback(engine.dispose)
-            add_registrants(engine, 25)
+            add_registrations(engine, 1, 25)
             aws = stack.enter_context(moto_process())
             proxy = fault_proxy(aws.endpoint_url, faults)
             stack.callback(proxy.shutdown)

@@ -35,7 +35,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.local.stack import Children
-from testkit.factories import DUE, add_registrants, create_sessions
+from testkit.factories import DUE, add_registrations, create_sessions
 
 ON_TIME_AFTER_RECOVERY_S = 120.0
 
@@ -50,7 +50,7 @@ def run(sessions: int, storm_s: float, retry_after: int) -> dict[str, float]:
     ):
         home = Path(home_dir)
         engine = create_engine(url)
-        add_registrants(engine, 10)
+        add_registrations(engine, 1, 10)
         ids = create_sessions(engine, sessions, at_offset=DUE)
         env = dagster_env(
             home,
