@@ -13,7 +13,7 @@ rate), so a noisy moment of the machine falls on both rather than on one.
 import argparse
 import asyncio
 import statistics
-import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -28,6 +28,7 @@ from bench.common import (
     strict_option,
     table,
 )
+from bench.open_loop import open_loop, percentile
 from jlg_pipeline.adapters.database import create_engine
 from testkit.factories import NOT_SCHEDULED, create_sessions
 from testkit.served import start_web
@@ -39,42 +40,17 @@ async def load(
     url: str, rate: int, seconds: float, headers: dict[str, str]
 ) -> tuple[list[float], int]:
     """Open loop: one request every 1/rate s, whatever the answers; returns latencies and errors."""
-    latencies: list[float] = []
-    errors = 0
     at = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    async with httpx.AsyncClient(
-        base_url=url, headers=headers, timeout=10, limits=limits
-    ) as client:
 
-        async def one(i: int) -> None:
-            nonlocal errors
-            started = time.perf_counter()
-            try:
-                response = await client.patch(
-                    f"/program-session/{1 + i % SESSIONS}/link-generation",
-                    json={"linkGenerationAt": at},
-                )
-                if response.status_code != 200:
-                    errors += 1
-            except httpx.HTTPError:
-                errors += 1
-            latencies.append(time.perf_counter() - started)
+    def send(client: httpx.AsyncClient, i: int) -> Awaitable[httpx.Response]:
+        path = f"/program-session/{1 + i % SESSIONS}/link-generation"
+        return client.patch(path, json={"linkGenerationAt": at})
 
-        tasks = []
-        start = time.perf_counter()
-        for i in range(int(rate * seconds)):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i)))
-        await asyncio.gather(*tasks)
-    return latencies, errors
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(len(ordered) * p), len(ordered) - 1)]
+    total = int(rate * seconds)
+    sent, errors = await open_loop(
+        url, headers, rate, send, until=lambda i: i >= total, connections=200
+    )
+    return [latency for _, latency in sent], errors
 
 
 def main() -> None:

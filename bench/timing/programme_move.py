@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import threading
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -35,7 +36,7 @@ from bench.common import (
     strict_option,
     table,
 )
-from bench.timing.front_door import percentile
+from bench.open_loop import open_loop, percentile
 from jlg_pipeline.adapters.database import create_engine
 from testkit.served import start_web
 
@@ -50,39 +51,15 @@ async def background(
 ) -> tuple[list[tuple[float, float]], int]:
     """Open loop: one request every 1/rate s (PATCH and GET of other programmes' sessions, in
     turn) until ``stop``; when each was sent and its latency, and the errors."""
-    latencies: list[tuple[float, float]] = []
-    errors = 0
     at = (datetime.now(UTC) + timedelta(days=2)).isoformat()
-    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-    async with httpx.AsyncClient(
-        base_url=url, headers=headers, timeout=10, limits=limits
-    ) as client:
 
-        async def one(i: int) -> None:
-            nonlocal errors
-            path = f"/program-session/{first_other + i % OTHERS}/link-generation"
-            started = time.perf_counter()
-            try:
-                if i % 2:
-                    response = await client.get(path)
-                else:
-                    response = await client.patch(path, json={"linkGenerationAt": at})
-                errors += response.status_code != 200
-            except httpx.HTTPError:
-                errors += 1
-            latencies.append((started, time.perf_counter() - started))
+    def send(client: httpx.AsyncClient, i: int) -> Awaitable[httpx.Response]:
+        path = f"/program-session/{first_other + i % OTHERS}/link-generation"
+        if i % 2:
+            return client.get(path)
+        return client.patch(path, json={"linkGenerationAt": at})
 
-        tasks = []
-        start = time.perf_counter()
-        i = 0
-        while not stop.is_set():
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i)))
-            i += 1
-        await asyncio.gather(*tasks)
-    return latencies, errors
+    return await open_loop(url, headers, rate, send, until=lambda _: stop.is_set(), connections=100)
 
 
 def move(url: str, headers: dict[str, str], shift_s: int) -> tuple[float, float, float, int, int]:
