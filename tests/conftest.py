@@ -1,5 +1,6 @@
 """Fixtures shared by every tier. Integration tests ask for ``engine`` or ``db_url``: each
-test gets a fresh database cloned from one migrated template, dropped afterwards."""
+test gets a database as a new clone of one migrated template would be (one a previous test
+of this worker used, emptied, unless that test changed more than its rows)."""
 
 import os
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 from jlg_pipeline.local.postgres import TEST_DATA_DIR
 from testkit.fault_proxy import FaultProxy, proxied_database
-from testkit.postgres import scratch_database, server_url
+from testkit.postgres import ReusedDatabases, scratch_database, server_url
 from tests.support import ROOT
 
 # The tests are not a production: the code location they import and the processes they start
@@ -62,9 +63,18 @@ def template_database(pg_admin_url: str) -> Iterator[str]:
         yield name
 
 
+@pytest.fixture(scope="session")
+def reused_databases(pg_admin_url: str, template_database: str) -> Iterator[ReusedDatabases]:
+    databases = ReusedDatabases(pg_admin_url, template_database)
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
 @pytest.fixture
-def db_url(pg_admin_url: str, template_database: str) -> Iterator[str]:
-    with scratch_database(pg_admin_url, "jlg_test", template=template_database) as url:
+def db_url(reused_databases: ReusedDatabases) -> Iterator[str]:
+    with reused_databases.lend() as url:
         yield url
 
 

@@ -50,12 +50,17 @@ def start_moto(port: int) -> LocalAws:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access line per poll otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    # moto keeps its state per process, not per server: a new server starts empty, not with
-    # the messages and schedules an earlier one in this process left behind.
-    httpx.post(f"http://127.0.0.1:{port}/moto-api/reset", timeout=10).raise_for_status()
-    aws = connect_moto(port)
+    aws = emptied_moto(port)
     aws.server = server
     return aws
+
+
+def emptied_moto(port: int) -> LocalAws:
+    """The moto server on 127.0.0.1:``port`` holding nothing but the event queue. moto keeps
+    its state per process, not per server: without this a new server (or the next test on the
+    same one) would start with the messages and schedules an earlier one left behind."""
+    httpx.post(f"http://127.0.0.1:{port}/moto-api/reset", timeout=10).raise_for_status()
+    return connect_moto(port)
 
 
 def connect_moto(port: int) -> LocalAws:

@@ -182,7 +182,9 @@ def test_the_same_message_delivered_several_times_generates_once(
 ) -> None:
     stack = start_stack()
     sid = _session(engine)
-    force_state(engine, sid, LinkGenerationStatus.SCHEDULED)
+    # Due just now: a time the watchdog's grace (75 s) had passed would let it launch a run
+    # of its own, rightly, whenever the deliveries' runs are slow to start.
+    force_state(engine, sid, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(seconds=-1))
     message = build_message(sid, 1)
     sent = [stack.send(message) for _ in range(4)]
 
