@@ -17,6 +17,7 @@ from jlg_pipeline.local.postgres import TEST_DATA_DIR
 from testkit.fault_proxy import FaultProxy, proxied_database
 from testkit.postgres import ReusedDatabases, scratch_database, server_url
 from tests.support import ROOT
+from tests.support.order import spread
 
 # The tests are not a production: the code location they import and the processes they start
 # may use the knobs for tests (JLG_TEST_*) and the local default database. The production
@@ -36,11 +37,14 @@ TIERS = ("unit", "integration", "e2e")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test carries its tier's marker, from its folder: ``pytest -m unit`` runs the tier
-    that needs nothing running."""
+    that needs nothing running. The end-to-end tests (a dozen, each up to a minute) are spread
+    evenly through the order: xdist gives each worker a contiguous share of it, and collected
+    together they all fell to one worker, which then ran ~380 s while the others idled."""
     for item in items:
         tier = next((t for t in TIERS if f"/tests/{t}/" in str(item.path)), None)
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
+    items[:] = spread(items, [item.get_closest_marker("e2e") is not None for item in items])
 
 
 @pytest.fixture(scope="session")

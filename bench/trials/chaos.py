@@ -82,6 +82,7 @@ FULL_SHAPE_S = 300.0
 """Trials this long or longer keep the warm-up, the quiet tail and the leads above; a
 shorter one (the suite's smoke) shrinks them in proportion."""
 RETRY_AFTER_S = 20
+"""The service's Retry-After while it answers 429 (shrunk with a short trial's shape)."""
 LIMITED_PER_S = 1.0
 """The service's own limit while it is rate-limited: a call a second."""
 POISON = [
@@ -115,6 +116,10 @@ DURATIONS: dict[str, tuple[float, float]] = {
 }
 
 
+def _shape(length_s: float) -> float:
+    return min(1.0, length_s / FULL_SHAPE_S)
+
+
 @dataclass(frozen=True)
 class Fault:
     kind: str
@@ -139,7 +144,7 @@ class Timeline:
         rng = random.Random(seed)
         # A short trial draws shorter faults and gaps, so it still sees several.
         scale = min(1.0, length_s / FULL_LENGTH_S)
-        shape = min(1.0, length_s / FULL_SHAPE_S)
+        shape = _shape(length_s)
         faults: list[Fault] = []
         at = WARM_UP_S * shape
         while True:
@@ -161,7 +166,7 @@ class Timeline:
 
     @property
     def shape(self) -> float:
-        return min(1.0, self.length_s / FULL_SHAPE_S)
+        return _shape(self.length_s)
 
     @property
     def quiet_tail_s(self) -> float:
@@ -244,7 +249,6 @@ class System:
 
 SERVICE_ANSWERS: dict[str, list[Answer]] = {
     "service slow": [Answer(delay=8.0)],
-    "service 429": [Answer(status=429, body=b"{}", headers={"Retry-After": str(RETRY_AFTER_S)})],
     "service 5xx": [Answer(status=500, body=b"{}"), Answer(status=503, body=b"{}")],
     # Garbage on the wire: a proxy's HTML page, a broken status line, a cut-off answer. A 2xx
     # whose body is not an answer is not drawn: the contract marks it FAILED for a person.
@@ -263,8 +267,10 @@ PROXY_MODES = {
 }
 
 
-def inflict(fault: Fault, system: System, record: Record, stop: threading.Event) -> None:
-    """Apply ``fault``, hold it for its duration, then heal."""
+def inflict(
+    fault: Fault, system: System, record: Record, stop: threading.Event, shape: float
+) -> None:
+    """Apply ``fault``, hold it for its duration, then heal (``shape``: the timeline's)."""
     part, _, how = fault.kind.partition(" ")
     box = {"postgres": system.database, "AWS": system.aws, "service": system.service_box}.get(part)
     record.note(f"{fault.kind} begins")
@@ -307,18 +313,27 @@ def inflict(fault: Fault, system: System, record: Record, stop: threading.Event)
             system.service.for_session[session] = Answer(status=500, body=b"{}")
             stop.wait(fault.duration)
             system.service.for_session.pop(session, None)
+    elif fault.kind == "service 429":
+        retry_after = {"Retry-After": str(max(1, round(RETRY_AFTER_S * shape)))}
+        _answer_with([Answer(status=429, body=b"{}", headers=retry_after)], fault, system, stop)
     elif fault.kind in SERVICE_ANSWERS:
-        answers = SERVICE_ANSWERS[fault.kind]
-        until = time.monotonic() + fault.duration
-        while not stop.is_set() and time.monotonic() < until:
-            system.service.queue[:] = [random.choice(answers) for _ in range(50)]
-            stop.wait(1)
-        system.service.queue.clear()
+        _answer_with(SERVICE_ANSWERS[fault.kind], fault, system, stop)
     elif box is not None:
         box.mode = PROXY_MODES[how]
         stop.wait(fault.duration)
         box.mode = Mode.PASSING
     record.note(f"{fault.kind} ends")
+
+
+def _answer_with(
+    answers: list[Answer], fault: Fault, system: System, stop: threading.Event
+) -> None:
+    """The service answers each call with one of ``answers`` for the fault's duration."""
+    until = time.monotonic() + fault.duration
+    while not stop.is_set() and time.monotonic() < until:
+        system.service.queue[:] = [random.choice(answers) for _ in range(50)]
+        stop.wait(1)
+    system.service.queue.clear()
 
 
 def send_messages(kind: str, system: System, record: Record, rng: random.Random) -> None:
@@ -531,7 +546,7 @@ def run(
                 if stop.wait(max(at - record.now(), 0)):
                     return
                 if what == "fault":
-                    inflict(detail, system, record, stop)  # type: ignore[arg-type]
+                    inflict(detail, system, record, stop, timeline.shape)  # type: ignore[arg-type]
                 else:
                     send_messages(detail, system, record, rng)  # type: ignore[arg-type]
 
