@@ -1,8 +1,6 @@
 """The tests' databases are reused between tests (testkit.postgres.ReusedDatabases): the next
 holder gets a database indistinguishable from a new clone of the template, or a new clone."""
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 from sqlalchemy import text
@@ -13,15 +11,6 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.postgres import libpq_url
 from testkit.factories import add_registrations, create_session, force_state
 from testkit.postgres import ReusedDatabases
-
-
-@pytest.fixture
-def pool(pg_admin_url: str, template_database: str) -> Iterator[ReusedDatabases]:
-    databases = ReusedDatabases(pg_admin_url, template_database)
-    try:
-        yield databases
-    finally:
-        databases.close()
 
 
 def _name(url: str) -> str:
@@ -48,8 +37,10 @@ def _rows(url: str) -> dict[str, int]:
         return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}  # type: ignore[index]
 
 
-def test_a_returned_database_is_lent_again_as_a_new_clone_would_be(pool: ReusedDatabases) -> None:
-    with pool.lend() as first:
+def test_a_returned_database_is_lent_again_as_a_new_clone_would_be(
+    reused_databases: ReusedDatabases,
+) -> None:
+    with reused_databases.lend() as first:
         fresh = _rows(first)
         engine = create_engine(first)
         try:
@@ -60,7 +51,7 @@ def test_a_returned_database_is_lent_again_as_a_new_clone_would_be(pool: ReusedD
             engine.dispose()
         assert _rows(first) != fresh
         left_open = psycopg.connect(libpq_url(first))
-    with pool.lend() as second:
+    with reused_databases.lend() as second:
         assert _name(second) == _name(first)
         assert _rows(second) == fresh
         engine = create_engine(second)
@@ -89,12 +80,15 @@ def test_a_returned_database_is_lent_again_as_a_new_clone_would_be(pool: ReusedD
     ],
 )
 def test_a_database_a_holder_changed_beyond_its_rows_is_dropped(
-    pool: ReusedDatabases, pg_admin_url: str, change: str
+    reused_databases: ReusedDatabases, pg_admin_url: str, change: str
 ) -> None:
-    with pool.lend() as first, psycopg.connect(libpq_url(first), autocommit=True) as conn:
+    with (
+        reused_databases.lend() as first,
+        psycopg.connect(libpq_url(first), autocommit=True) as conn,
+    ):
         conn.execute(change.format(database=f'"{_name(first)}"'))
     assert not _exists(pg_admin_url, _name(first))
-    with pool.lend() as second:
+    with reused_databases.lend() as second:
         assert _name(second) != _name(first)
         engine = create_engine(second)
         try:
