@@ -143,7 +143,7 @@ WHERE last_value IS NOT NULL AND schemaname NOT IN {SYSTEM_SCHEMAS}
 class ReusedDatabases:
     """Databases cloned from ``template`` and lent to one holder at a time, emptied between
     holders instead of dropped and cloned again: on 2 cores a clone costs 0.2-0.4 s (PostgreSQL
-    15 copies the whole template, catalogs included), a reset a few milliseconds, and most of
+    15 copies the whole template, catalogs included), a reset ~45 ms, and most of
     the suite's 800 tests take a database. A database is lent again only if, once its rows are
     gone, its fingerprint (``FINGERPRINT``) and its seed rows (the template's, such as
     ``alembic_version``) are the template's; otherwise (a test altered the schema, a grant or a
