@@ -7,6 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 3
+# The installer of the locked versions: uv puts them in a new environment in ~15 s where pip
+# took ~80 s of the CI's eight minutes (it installs exactly the lock, as pip did).
+UV := uv==0.13.9
 # The TRD's floor: at least 80 % of lines on the services and the repository.
 CORE := jlg_pipeline/services/*,jlg_pipeline/adapters/repository.py
 
@@ -17,8 +20,9 @@ setup: $(STAMP)
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required, found " + sys.version)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet $(UV)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -r requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
 lint: setup
