@@ -60,9 +60,13 @@ def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sensor_tick(
-    sensor: Any, instance: DagsterInstance, db_url: str, cursor: str | None = None
+    sensor: Any,
+    instance: DagsterInstance,
+    db_url: str,
+    cursor: str | None = None,
+    grace_ms: int = 1000,
 ) -> Any:
-    resources = {"database": database(db_url, JLG_TEST_WATCHDOG_GRACE_MS="1000")}
+    resources = {"database": database(db_url, JLG_TEST_WATCHDOG_GRACE_MS=str(grace_ms))}
     with build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
         return sensor(context)
 
@@ -140,7 +144,7 @@ def _sync_for(engine: Engine, scheduler: Any) -> Any:
 def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
     engine: Engine, db_url: str
 ) -> None:
-    """No event at all: 75 s (here 1 s) past its time the watchdog asks for a shared run,
+    """No event at all: 75 s (here 10 s) past its time the watchdog asks for a shared run,
     which claims it through the gate (trigger watchdog, the admin as actor). A session a live
     attempt holds, a FAILED one (its retries and the sweep take it) and one not yet past the
     grace are left alone; a session just launched is not asked for twice."""
@@ -149,9 +153,10 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
         ProgramSessionRepository(engine), _sync_for(engine, FakeScheduler())
     )
     service.set_link_generation(lost, datetime.now(UTC) + timedelta(days=1), 42)
-    force_state(engine, lost, S.SCHEDULED, at_offset=timedelta(seconds=-5))
-    force_state(engine, live, S.IN_PROGRESS, at_offset=timedelta(seconds=-5))
-    force_state(engine, failed, S.FAILED, at_offset=timedelta(seconds=-5))
+    force_state(engine, lost, S.SCHEDULED, at_offset=timedelta(seconds=-30))
+    force_state(engine, live, S.IN_PROGRESS, at_offset=timedelta(seconds=-30))
+    force_state(engine, failed, S.FAILED, at_offset=timedelta(seconds=-30))
+    # Well inside the grace: with 1 s, a loaded machine's tick came after it had passed.
     force_state(engine, early, S.SCHEDULED, at_offset=timedelta(seconds=-0.2))
     force_state(
         engine,
@@ -162,7 +167,7 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
     )
     instance = DagsterInstance.ephemeral()
 
-    result = _sensor_tick(WATCHDOG, instance, db_url)
+    result = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
 
     [request] = _requests(result)
     assert request.job_name == "join_link_shared_generation_job"
@@ -170,7 +175,7 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
     assert "jlg/session" not in request.tags, "a zombie holding the session's slot cannot block it"
     sessions = request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
     assert sessions == [{"programSessionId": stale}, {"programSessionId": lost, "actorUserId": 42}]
-    again = _sensor_tick(WATCHDOG, instance, db_url, cursor=result.cursor)
+    again = _sensor_tick(WATCHDOG, instance, db_url, cursor=result.cursor, grace_ms=10_000)
     assert _requests(again) == [], "launched lately: not asked for again"
 
     registrar = RecordingRegistrar()
