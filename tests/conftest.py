@@ -37,14 +37,18 @@ TIERS = ("unit", "integration", "e2e")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test carries its tier's marker, from its folder: ``pytest -m unit`` runs the tier
-    that needs nothing running. The end-to-end tests (a dozen, each up to a minute) are spread
-    evenly through the order: xdist gives each worker a contiguous share of it, and collected
-    together they all fell to one worker, which then ran ~380 s while the others idled."""
+    that needs nothing running. The end-to-end tests (a dozen, each up to a minute) are dealt to
+    the workers and run first: xdist gives each worker a contiguous share of the order, and
+    collected together they all fell to one worker, which then ran ~380 s while the others
+    ran out of work; run last, a long one still going held the end."""
     for item in items:
         tier = next((t for t in TIERS if f"/tests/{t}/" in str(item.path)), None)
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
-    items[:] = spread(items, [item.get_closest_marker("e2e") is not None for item in items])
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = spread(
+        items, [item.get_closest_marker("e2e") is not None for item in items], workers
+    )
 
 
 @pytest.fixture(scope="session")

@@ -5,13 +5,16 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def spread(items: list[T], long: list[bool]) -> list[T]:
-    """``items`` with those marked ``long`` at evenly spaced places (the first at the head),
-    the rest in their order."""
+def spread(items: list[T], long: list[bool], shares: int) -> list[T]:
+    """``items`` as ``shares`` contiguous shares (as xdist hands them to its workers), those
+    marked ``long`` dealt round-robin to the shares and put first in each: every worker starts
+    on its long ones, and what is left at the end is short enough to balance. Otherwise in
+    their order."""
     chosen = [item for item, is_long in zip(items, long, strict=True) if is_long]
     rest = iter([item for item, is_long in zip(items, long, strict=True) if not is_long])
-    if not chosen:
-        return list(rest)
-    step = len(items) / len(chosen)
-    places = {int(i * step): item for i, item in enumerate(chosen)}
-    return [places[i] if i in places else next(rest) for i in range(len(items))]
+    order: list[T] = []
+    for k in range(shares):
+        order += chosen[k::shares]
+        end = len(items) * (k + 1) // shares
+        order += [item for _, item in zip(range(end - len(order)), rest, strict=False)]
+    return order + list(rest)

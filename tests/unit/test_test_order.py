@@ -1,7 +1,5 @@
-"""The suite spreads its long tests through its order (tests/conftest.py), so xdist's
-contiguous shares each get some of them."""
-
-import itertools
+"""The suite deals its long tests to the workers' shares of its order, each share's first
+(tests/conftest.py): xdist hands each worker a contiguous share."""
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,16 +7,27 @@ from hypothesis import strategies as st
 from tests.support.order import spread
 
 
-@given(st.lists(st.booleans()))
-def test_long_items_are_spread_evenly_and_the_rest_keep_their_order(long: list[bool]) -> None:
+def _xdist_shares(count: int, workers: int) -> list[range]:
+    """The contiguous shares xdist's worksteal scheduler sends its idle workers at the start."""
+    shares, start = [], 0
+    for i in range(workers):
+        size = (count - start) // (workers - i)
+        shares.append(range(start, start + size))
+        start += size
+    return shares
+
+
+@given(st.lists(st.booleans()), st.integers(1, 4))
+def test_each_share_starts_with_its_long_items_and_the_rest_keep_their_order(
+    long: list[bool], workers: int
+) -> None:
     items = list(range(len(long)))
-    order = spread(items, long)
+    order = spread(items, long, workers)
 
     assert sorted(order) == items
     assert [i for i in order if not long[i]] == [i for i in items if not long[i]]
-    assert [i for i in order if long[i]] == [i for i in items if long[i]]
-    places = [p for p, i in enumerate(order) if long[i]]
-    if places:
-        assert places[0] == 0
-        gap = len(items) // len(places)  # so each contiguous share of the order gets its part
-        assert all(b - a >= gap for a, b in itertools.pairwise(places))
+    chosen = [i for i in items if long[i]]
+    if len(items) >= 2 * workers * len(chosen):  # a few long ones among many, as in the suite
+        for k, share in enumerate(_xdist_shares(len(items), workers)):
+            dealt = chosen[k::workers]
+            assert [order[p] for p in share][: len(dealt)] == dealt
