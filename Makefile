@@ -37,8 +37,8 @@ format: setup
 # Three workers on two cores, an idle one taking tests a busy one has not started
 # (worksteal): most tests wait on a daemon, a socket or PostgreSQL, so a third worker uses the
 # waits (433 s with two, 339-340 s with three; four: slower). The end-to-end tests are dealt
-# to the workers and run first (tests/conftest.py), else one worker gets them all. Each worker has its
-# own databases, and killing tests touch only their own process group.
+# to the workers and run first (tests/conftest.py), else one worker gets them all. Each worker
+# has its own databases, and killing tests touch only their own process group.
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-report=term:skip-covered
 	$(BIN)/coverage report --include='$(CORE)' --fail-under=80
