@@ -132,7 +132,6 @@ SELECT oid::regclass::text FROM pg_class
 WHERE relkind IN ('r', 'p') AND relnamespace IN ({USER_SCHEMAS})
 """
 
-
 RESTART_SEQUENCES = f"""
 SELECT setval(format('%I.%I', schemaname, sequencename), start_value, false) FROM pg_sequences
 WHERE last_value IS NOT NULL AND schemaname NOT IN {SYSTEM_SCHEMAS}
@@ -185,14 +184,12 @@ class ReusedDatabases:
     def _reset(self, name: str) -> bool:
         """Empty ``name`` for its next holder; False if it cannot be made a new clone's equal."""
         try:
-            with psycopg.connect(libpq_url(self._admin_url), autocommit=True) as admin:
-                # Waits up to 5 s for each to exit (and let go of its locks).
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()",
-                    (name,),
-                )
             with self._connect(name) as conn:
+                # Waits up to 5 s for each to exit (and let go of its locks).
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
                 conn.execute("SET lock_timeout = '5s'")
                 # Only the tables holding rows: a TRUNCATE makes new files for each table and
                 # index it names (60 ms for all fourteen), and a test fills two or three.

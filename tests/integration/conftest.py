@@ -11,9 +11,10 @@ from tests.support.web import Aws
 def moto_port() -> Iterator[int]:
     """One moto server per worker, for every test's ``aws``: stopping one waits out its
     server's 0.5 s poll, which a server per test paid ~200 times a run."""
-    server = start_moto(free_port())
+    port = free_port()
+    server = start_moto(port)
     try:
-        yield int(server.endpoint_url.rsplit(":", 1)[1])
+        yield port
     finally:
         server.stop()
 
