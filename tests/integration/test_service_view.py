@@ -32,7 +32,14 @@ from jlg_pipeline.domain.models import (
     Trigger,
 )
 from jlg_pipeline.domain.retries import retry_wait_s
-from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Budget, Health, Turn, Verdict
+from jlg_pipeline.domain.service_view import (
+    BREAKER_FAILURES,
+    MAX_SLOT_WAIT_S,
+    Budget,
+    Health,
+    Turn,
+    Verdict,
+)
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row
@@ -393,13 +400,14 @@ class RecordingView(ServiceView):
 
 def _timed_run(
     engine: Engine, repository: ProgramSessionRepository, sids: list[int], threads: int
-) -> tuple[list[GenerationResult], list[datetime]]:
-    """Each session through the gate from ``threads`` threads at 4 calls a second; the results
-    and each call's slot (the database's clock), checked against the budget, and that no call
-    started before its slot."""
+) -> tuple[list[GenerationResult], list[datetime], float]:
+    """Each session through the gate from ``threads`` threads at 4 calls a second; the results,
+    each call's slot (the database's clock), checked against the budget, that no call started
+    before its slot nor waited for one more than MAX_SLOT_WAIT_S off, and how far apart (s) the
+    called turns were asked for."""
     registrar = RecordingRegistrar()
     view = RecordingView(engine, Budget(rate=4, burst=1))
-    calls: list[tuple[datetime, datetime]] = []
+    calls: list[tuple[Turn, datetime]] = []
     lock = threading.Lock()
 
     class Timed(RecordingRegistrar):
@@ -407,7 +415,7 @@ def _timed_run(
             with engine.connect() as conn:
                 started = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
             with lock:
-                calls.append((view.local.turn.at, started))
+                calls.append((view.local.turn, started))
             return registrar.bulk_register(request)
 
     def one(sid: int) -> GenerationResult:
@@ -417,12 +425,14 @@ def _timed_run(
 
     with ThreadPoolExecutor(threads) as pool:
         results = list(pool.map(one, sids))
-    slots = sorted(slot for slot, _ in calls)
+    slots = sorted(turn.at for turn, _ in calls)
     for i, first in enumerate(slots):
         for j in range(i, len(slots)):
             assert j - i + 1 <= 4 * (slots[j] - first).total_seconds() + 1 + 1e-6
-    assert all(started >= slot for slot, started in calls), "no call before its slot"
-    return results, slots
+    assert all(started >= turn.at for turn, started in calls), "no call before its slot"
+    assert all(turn.wait_s <= MAX_SLOT_WAIT_S for turn, _ in calls)
+    asked = [turn.at - timedelta(seconds=turn.wait_s) for turn, _ in calls]
+    return results, slots, (max(asked) - min(asked)).total_seconds() if asked else 0.0
 
 
 def test_the_gate_waits_for_its_slot_of_the_budget(
@@ -430,7 +440,7 @@ def test_the_gate_waits_for_its_slot_of_the_budget(
 ) -> None:
     """Twelve sessions from four threads at 4 calls a second: every one is called, no faster
     than the budget and with no slot left empty."""
-    results, slots = _timed_run(engine, repository, _due(engine, 12), threads=4)
+    results, slots, _ = _timed_run(engine, repository, _due(engine, 12), threads=4)
     assert results == [GenerationResult.COMPLETED] * 12
     assert 2.7 <= (slots[-1] - slots[0]).total_seconds() < 3.5
 
@@ -441,8 +451,10 @@ def test_a_slot_more_than_a_few_seconds_off_is_not_waited_for(
     """Thirty at once: those whose slot is within the few seconds a caller may wait are
     called; the rest claim nothing and are left for then."""
     sids = _due(engine, 30)
-    results, slots = _timed_run(engine, repository, sids, threads=30)
-    assert 20 <= len(slots) <= 22, "1 now and 4 a second for 5 s"
+    results, slots, asked_over_s = _timed_run(engine, repository, sids, threads=30)
+    # 1 now and 4 a second for 5 s after the last ask (they come together unless the machine
+    # is loaded: a late ask may wait for a later slot).
+    assert 20 <= len(slots) <= 22 + 4 * asked_over_s, "1 now and 4 a second for 5 s"
     assert results.count(GenerationResult.COMPLETED) == len(slots)
     held = [s for s, r in zip(sids, results, strict=True) if r is GenerationResult.SKIPPED]
     assert len(held) == 30 - len(slots)
