@@ -3,6 +3,7 @@ database on it, databases reused between tests, and a server of one's own to res
 embedded server (this kit's and the local stack's) is started by
 ``jlg_pipeline.local.postgres.embedded``."""
 
+import json
 import os
 import signal
 import tempfile
@@ -132,11 +133,21 @@ SELECT oid::regclass::text FROM pg_class
 WHERE relkind IN ('r', 'p') AND relnamespace IN ({USER_SCHEMAS})
 """
 
-RESTART_SEQUENCES = f"""
-SELECT setval(format('%I.%I', schemaname, sequencename), start_value, false) FROM pg_sequences
-WHERE last_value IS NOT NULL AND schemaname NOT IN {SYSTEM_SCHEMAS}
+SEQUENCES = f"""
+SELECT coalesce(jsonb_object_agg(format('%I.%I', schemaname, sequencename), last_value), '{{}}')
+FROM pg_sequences WHERE schemaname NOT IN {SYSTEM_SCHEMAS}
 """
-"""Every sequence as a new clone has it (even one whose table holds no row now)."""
+"""Where each sequence stands: its last value, or null if none was taken yet."""
+
+RESTORE_SEQUENCES = f"""
+SELECT setval(s.name, coalesce(t.value::bigint, s.start_value), t.value IS NOT NULL)
+FROM (SELECT format('%%I.%%I', schemaname, sequencename) AS name, start_value, last_value
+      FROM pg_sequences WHERE schemaname NOT IN {SYSTEM_SCHEMAS}) AS s
+LEFT JOIN jsonb_each_text(%s::jsonb) AS t(name, value) ON t.name = s.name
+WHERE s.last_value IS DISTINCT FROM t.value::bigint
+"""
+"""Every sequence back where the template's stands (given as ``SEQUENCES`` read it there): at
+its start, or past the template's own seed rows (Dagster's ``secondary_indexes``)."""
 
 
 class ReusedDatabases:
@@ -154,6 +165,7 @@ class ReusedDatabases:
         self._template = template
         self._idle: list[str] = []
         self._seeds: dict[str, str] = {}
+        self._sequences = "{}"
         self._expected = ""
 
     @contextmanager
@@ -178,6 +190,7 @@ class ReusedDatabases:
             with self._connect(name) as conn:
                 digests = {table: _rows_digest(conn, table) for table in _tables(conn)}
                 self._seeds = {table: d for table, d in digests.items() if d is not None}
+                self._sequences = _sequences(conn)
                 self._expected = _fingerprint(conn)
         return name
 
@@ -196,7 +209,7 @@ class ReusedDatabases:
                 held = _holding_rows([t for t in _tables(conn) if t not in self._seeds], conn)
                 if held:
                     conn.execute(f"TRUNCATE {', '.join(held)} CASCADE")
-                conn.execute(RESTART_SEQUENCES)
+                conn.execute(RESTORE_SEQUENCES, (self._sequences,))
                 seeds = {table: _rows_digest(conn, table) for table in self._seeds}
                 return seeds == self._seeds and _fingerprint(conn) == self._expected
         except psycopg.Error:
@@ -224,6 +237,12 @@ def _rows_digest(conn: psycopg.Connection[Any], table: str) -> str | None:
         f"SELECT md5(string_agg(t::text, E'\\n' ORDER BY t::text)) FROM {table} AS t"
     ).fetchone()
     return None if row is None or row[0] is None else str(row[0])
+
+
+def _sequences(conn: psycopg.Connection[Any]) -> str:
+    row = conn.execute(SEQUENCES).fetchone()
+    assert row is not None
+    return json.dumps(row[0])
 
 
 def _fingerprint(conn: psycopg.Connection[Any]) -> str:

@@ -10,7 +10,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.postgres import libpq_url
 from testkit.factories import add_registrations, create_session, force_state
-from testkit.postgres import ReusedDatabases
+from testkit.postgres import ReusedDatabases, scratch_database
 
 
 def _name(url: str) -> str:
@@ -96,3 +96,27 @@ def test_a_database_a_holder_changed_beyond_its_rows_is_dropped(
                 assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar_one() == 1
         finally:
             engine.dispose()
+
+
+def test_a_template_whose_seed_rows_advanced_a_sequence_is_reused_with_it_where_it_was(
+    pg_admin_url: str,
+) -> None:
+    """Dagster's storage seeds rows with serial ids (``secondary_indexes``): its sequence stands
+    where the template left it, and a reset must put it back there, not at its start."""
+    with scratch_database(pg_admin_url, "jlg_seeded", migrated=False) as template:
+        with psycopg.connect(libpq_url(template), autocommit=True) as conn:
+            conn.execute("CREATE TABLE seeded (id serial PRIMARY KEY, name text)")
+            conn.execute("INSERT INTO seeded (name) VALUES ('a'), ('b'), ('c')")
+            conn.execute("CREATE TABLE held (id serial PRIMARY KEY)")
+        databases = ReusedDatabases(pg_admin_url, _name(template))
+        try:
+            with databases.lend() as first, psycopg.connect(libpq_url(first)) as conn:
+                conn.execute("INSERT INTO held DEFAULT VALUES")
+            with databases.lend() as second, psycopg.connect(libpq_url(second)) as conn:
+                assert _name(second) == _name(first)
+                assert conn.execute("SELECT nextval('seeded_id_seq')").fetchone() == (4,)
+                assert conn.execute("INSERT INTO held DEFAULT VALUES RETURNING id").fetchone() == (
+                    1,
+                )
+        finally:
+            databases.close()
