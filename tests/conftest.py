@@ -3,16 +3,21 @@ test gets a database as a new clone of one migrated template would be (one a pre
 of this worker used, emptied, unless that test changed more than its rows)."""
 
 import os
+import shutil
 from collections.abc import Iterator
+from unittest import mock
 
 import pytest
+from dagster import DagsterInstance
 from hypothesis import settings
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from jlg_pipeline.adapters.database import create_engine, instance_storage_url
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.local.aws import start_moto
 from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
+from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.local.postgres import TEST_DATA_DIR
 from testkit.fault_proxy import FaultProxy, proxied_database
 from testkit.postgres import ReusedDatabases, scratch_database, server_url
@@ -38,17 +43,18 @@ TIERS = ("unit", "integration", "e2e")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test carries its tier's marker, from its folder: ``pytest -m unit`` runs the tier
     that needs nothing running. The end-to-end tests (a dozen, each up to a minute) are dealt to
-    the workers and run first: xdist gives each worker a contiguous share of the order, and
-    collected together they all fell to one worker, which then ran ~380 s while the others
-    ran out of work; run last, a long one still going held the end."""
+    the workers but one and run first: xdist gives each worker a contiguous share of the order,
+    and collected together they all fell to one worker, which then ran ~380 s while the others
+    ran out of work; run last, a long one still going held the end. They wait on daemons most
+    of their time (a quarter of a core each), so with three workers one takes the other tiers
+    from the start and uses the CPU they leave: 294 s against 317 s with them dealt to all."""
     for item in items:
         tier = next((t for t in TIERS if f"/tests/{t}/" in str(item.path)), None)
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    items[:] = spread(
-        items, [item.get_closest_marker("e2e") is not None for item in items], workers
-    )
+    long = [item.get_closest_marker("e2e") is not None for item in items]
+    items[:] = spread(items, long, workers, among=max(2, workers - 1))
 
 
 @pytest.fixture(scope="session")
@@ -100,10 +106,43 @@ def repository(engine: Engine) -> ProgramSessionRepository:
     return ProgramSessionRepository(engine)
 
 
+@pytest.fixture(scope="session")
+def reused_dagster_databases(
+    pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ReusedDatabases]:
+    """Dagster's storage as its instance creates it (its tables, its seed rows), made once:
+    creating them in an empty database takes ~1 s and each daemon started did it again."""
+    home = tmp_path_factory.mktemp("dagster_template")
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    with scratch_database(pg_admin_url, "jlg_dagster_template", migrated=False) as url:
+        storage = {"DAGSTER_POSTGRES_URL": instance_storage_url(url)}
+        with mock.patch.dict(os.environ, storage), DagsterInstance.from_config(str(home)):
+            pass
+        databases = ReusedDatabases(pg_admin_url, str(make_url(url).database))
+        try:
+            yield databases
+        finally:
+            databases.close()
+
+
 @pytest.fixture
-def dagster_storage_url(pg_admin_url: str) -> Iterator[str]:
-    with scratch_database(pg_admin_url, "jlg_dagster", migrated=False) as url:
+def dagster_storage_url(reused_dagster_databases: ReusedDatabases) -> Iterator[str]:
+    """A Dagster instance's storage, its tables made, no run or tick in it yet."""
+    with reused_dagster_databases.lend() as url:
         yield instance_storage_url(url)
+
+
+@pytest.fixture(scope="session")
+def moto_port() -> Iterator[int]:
+    """One moto server per worker, emptied for each test that uses it (the ``aws`` fixture,
+    the end-to-end stack): stopping one waits out its server's 0.5 s poll, which a server
+    per test paid ~200 times a run."""
+    port = free_port()
+    server = start_moto(port)
+    try:
+        yield port
+    finally:
+        server.stop()
 
 
 @pytest.fixture

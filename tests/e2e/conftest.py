@@ -20,7 +20,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRun
 from sqlalchemy import Engine
 
-from jlg_pipeline.local.aws import LocalAws, start_moto
+from jlg_pipeline.local.aws import LocalAws, emptied_moto
 from jlg_pipeline.local.eventbridge import EventBridgeStandIn
 from jlg_pipeline.local.ports import free_port, wait_until_answers
 from jlg_pipeline.local.stack import Children
@@ -139,12 +139,14 @@ class Stack:
 
 @pytest.fixture
 def start_stack(
-    engine: Engine, db_url: str, dagster_storage_url: str, tmp_path: Path
+    engine: Engine, db_url: str, dagster_storage_url: str, moto_port: int, tmp_path: Path
 ) -> Iterator[Callable[..., Stack]]:
-    started: list[tuple[Children, EventBridgeStandIn, LocalAws]] = []
+    """Starts the test's one stack, with ``overrides`` in its processes' environment."""
+    started: list[tuple[Children, EventBridgeStandIn]] = []
 
     def start(**overrides: str) -> Stack:
-        aws = start_moto(free_port())
+        assert not started, "one stack per test: they would share the worker's moto server"
+        aws = emptied_moto(moto_port)
         standin = EventBridgeStandIn(
             aws.client("scheduler"), aws.client("sqs"), interval_seconds=0.5
         )
@@ -172,7 +174,7 @@ def start_stack(
             **overrides,
         }
         children = Children()
-        started.append((children, standin, aws))
+        started.append((children, standin))
         children.start(
             "web",
             command("127.0.0.1", web_port, str(BIN / "python")),
@@ -195,10 +197,9 @@ def start_stack(
     try:
         yield start
     finally:
-        for children, standin, aws in started:
+        for children, standin in started:
             children.stop()
             standin.stop()
-            aws.stop()
     leaked = {}
     for log in (tmp_path / "logs").glob("*.log"):
         text = log.read_text(errors="replace")

@@ -1,22 +1,7 @@
-from collections.abc import Iterator
-
 import pytest
 
-from jlg_pipeline.local.aws import FAKE_CREDENTIALS, emptied_moto, start_moto
-from jlg_pipeline.local.ports import free_port
+from jlg_pipeline.local.aws import FAKE_CREDENTIALS, emptied_moto
 from tests.support.web import Aws
-
-
-@pytest.fixture(scope="session")
-def moto_port() -> Iterator[int]:
-    """One moto server per worker, for every test's ``aws``: stopping one waits out its
-    server's 0.5 s poll, which a server per test paid ~200 times a run."""
-    port = free_port()
-    server = start_moto(port)
-    try:
-        yield port
-    finally:
-        server.stop()
 
 
 @pytest.fixture
