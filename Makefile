@@ -7,6 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 3
+# Python caches compiled modules, and pytest its rewritten test modules, as bytecode; where
+# the environment forbids it (some images set PYTHONDONTWRITEBYTECODE) each test worker
+# rewrote ~370 modules again, ~3 s of CPU each, and every process started compiled the package.
+unexport PYTHONDONTWRITEBYTECODE
 # The installer of the locked versions: uv puts them in a new environment in ~15 s where pip
 # took ~80 s of the CI's eight minutes (it installs exactly the lock, as pip did).
 UV := uv==0.13.9
@@ -37,7 +41,7 @@ format: setup
 # Three workers on two cores, an idle one taking tests a busy one has not started
 # (worksteal): most tests wait on a daemon, a socket or PostgreSQL, so a third worker uses the
 # waits (433 s with two, 339-340 s with three; four: slower). The end-to-end tests are dealt
-# to the workers and run first (tests/conftest.py), else one worker gets them all. Each worker
+# to two of them and run first (tests/conftest.py), else one worker gets them all. Each worker
 # has its own databases, and killing tests touch only their own process group.
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-report=term:skip-covered

@@ -17,17 +17,20 @@ def _xdist_shares(count: int, workers: int) -> list[range]:
     return shares
 
 
-@given(st.lists(st.booleans()), st.integers(1, 4))
+@given(st.lists(st.booleans()), st.integers(1, 4), st.integers(1, 4))
 def test_each_share_starts_with_its_long_items_and_the_rest_keep_their_order(
-    long: list[bool], workers: int
+    long: list[bool], workers: int, among: int
 ) -> None:
     items = list(range(len(long)))
-    order = spread(items, long, workers)
+    order = spread(items, long, workers, among)
 
     assert sorted(order) == items
     assert [i for i in order if not long[i]] == [i for i in items if not long[i]]
     chosen = [i for i in items if long[i]]
     if len(items) >= 2 * workers * len(chosen):  # a few long ones among many, as in the suite
+        dealers = min(among, workers)
         for k, share in enumerate(_xdist_shares(len(items), workers)):
-            dealt = chosen[k::workers]
-            assert [order[p] for p in share][: len(dealt)] == dealt
+            dealt = chosen[k::dealers] if k < dealers else []
+            first = [order[p] for p in share][: len(dealt) + 1]
+            assert first[: len(dealt)] == dealt
+            assert not any(long[i] for i in first[len(dealt) :]), "no long one but those dealt"
