@@ -38,23 +38,26 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 TIERS = ("unit", "integration", "e2e")
+E2E_WORKERS = 2
+"""Workers that run the end-to-end tests: each runs its half in ~180 s, within the suite's
+length; one alone would take ~360 s."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test carries its tier's marker, from its folder: ``pytest -m unit`` runs the tier
     that needs nothing running. The end-to-end tests (a dozen, each up to a minute) are dealt to
-    the workers but one and run first: xdist gives each worker a contiguous share of the order,
-    and collected together they all fell to one worker, which then ran ~380 s while the others
+    two workers and run first: xdist gives each worker a contiguous share of the order, and
+    collected together they all fell to one worker, which then ran ~380 s while the others
     ran out of work; run last, a long one still going held the end. They wait on daemons most
-    of their time (a quarter of a core each), so with three workers one takes the other tiers
-    from the start and uses the CPU they leave: 294 s against 317 s with them dealt to all."""
+    of their time (a quarter of a core each), so the other workers take the other tiers from
+    the start and use the CPU they leave (Makefile, ``test``)."""
     for item in items:
         tier = next((t for t in TIERS if f"/tests/{t}/" in str(item.path)), None)
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     long = [item.get_closest_marker("e2e") is not None for item in items]
-    items[:] = spread(items, long, workers, among=max(2, workers - 1))
+    items[:] = spread(items, long, workers, among=E2E_WORKERS)
 
 
 @pytest.fixture(scope="session")
