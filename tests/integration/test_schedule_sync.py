@@ -254,9 +254,11 @@ def test_the_sync_sensors_step_retires_launches_whose_runs_exist_and_returns_the
     )
     service = ProgramSessionService(ProgramSessionRepository(engine), sync)
     ids = [create_session(engine) for _ in range(3)]
-    for sid in ids:
-        service.set_link_generation(sid, _later(seconds=1), 42)
-    time.sleep(1.2)
+    # Whole seconds, so 2-3 s ahead: a second ahead was at times 0.1 s, gone by the last PATCH.
+    times = [_later(seconds=3) for _ in ids]
+    for sid, at in zip(ids, times, strict=True):
+        service.set_link_generation(sid, at, 42)
+    time.sleep(max(0.0, (max(times) - datetime.now(UTC)).total_seconds()) + 0.2)
     launched = {f"direct-{ids[0]}-"}
 
     def covered(keys: Sequence[str]) -> set[str]:
