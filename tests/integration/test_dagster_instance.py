@@ -43,6 +43,15 @@ def test_instance_config_is_postgres_queued_and_limited_per_session(
         assert 0 < instance.run_monitoring_max_runtime_seconds <= 3 * 3600
         assert not instance.telemetry_enabled
         assert not instance.nux_enabled, "no pop-up on the UI's first page"
+        # Only the daemons the jobs use: asset automation and freshness poll the storage for
+        # assets there are none of (~3 CPU-s a minute of the daemon's and PostgreSQL's).
+        assert set(instance.get_required_daemon_types()) == {
+            "SENSOR",
+            "BACKFILL",
+            "SCHEDULER",
+            "QUEUED_RUN_COORDINATOR",
+            "MONITORING",
+        }
 
 
 def test_the_package_log_lines_reach_the_run_event_log(

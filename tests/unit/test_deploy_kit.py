@@ -126,6 +126,8 @@ def test_the_distributed_instances_keep_the_local_queue_and_bounds() -> None:
         assert config["run_monitoring"]["enabled"] is True
         assert config["run_monitoring"]["max_runtime_seconds"] <= 3 * 60 * 60
         assert config["python_logs"] == local["python_logs"]
+        for unused in ("auto_materialize", "freshness"):
+            assert config[unused] == local[unused], "no daemon for assets there are none of"
     limits = local["run_coordinator"]["config"]["tag_concurrency_limits"]
     assert {"key": "jlg/session", "limit": 1, "value": {"applyLimitPerUniqueValue": True}} in limits
 
@@ -230,6 +232,9 @@ def test_the_helm_values_hold_what_the_deployment_needs() -> None:
     assert values["dagsterDaemon"]["runMonitoring"]["enabled"] is True
     assert values["pythonLogs"]["managedPythonLoggers"] == ["jlg_pipeline"]
     assert values["additionalInstanceConfig"]["nux"] == {"enabled": False}, "no pop-up"
+    local = _load("dagster.yaml")
+    for unused in ("auto_materialize", "freshness"):
+        assert values["additionalInstanceConfig"][unused] == local[unused]
     for relative in ("deploy/dagster-k8s.yaml", "deploy/dagster-ecs.yaml"):
         assert _load(relative)["nux"] == {"enabled": False}
 
