@@ -6,7 +6,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 # Python caches compiled modules, and pytest its rewritten test modules, as bytecode; where
 # the environment forbids it (some images set PYTHONDONTWRITEBYTECODE) each test worker
 # rewrote ~370 modules again, ~3 s of CPU each, and every process started compiled the package.
@@ -38,11 +38,12 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Four workers on two cores, an idle one taking tests a busy one has not started
+# Three workers on two cores, an idle one taking tests a busy one has not started
 # (worksteal): the end-to-end tests, dealt to two of them and run first (tests/conftest.py),
-# wait on their daemons most of the time, and the other two use the CPU they leave (266 s;
-# three workers, the end-to-end tests on two: 293-295 s; on all three: 317 s). Each worker
-# has its own databases, and killing tests touch only their own process group.
+# wait on their daemons most of the time, and the third uses the CPU they leave (290-295 s;
+# with them dealt to all three, 317 s; four workers: 266-311 s, a quarter more CPU spent on
+# contention and slower end-to-end tests). Each worker has its own databases, and killing
+# tests touch only their own process group.
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-report=term:skip-covered
 	$(BIN)/coverage report --include='$(CORE)' --fail-under=80
