@@ -5,12 +5,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def spread(items: list[T], long: list[bool], shares: int, among: int | None = None) -> list[T]:
+def spread(items: list[T], long: list[bool], shares: int, among: int) -> list[T]:
     """``items`` as ``shares`` contiguous shares (as xdist hands them to its workers), those
-    marked ``long`` dealt round-robin to the first ``among`` shares (all, by default) and put
+    marked ``long`` dealt round-robin to the first ``among`` shares and put
     first in each: those workers start on their long ones, the others on the rest, and what
     is left at the end is short enough to balance. Otherwise in their order."""
-    among = shares if among is None else min(among, shares)
+    among = min(among, shares)
     chosen = [item for item, is_long in zip(items, long, strict=True) if is_long]
     rest = iter([item for item, is_long in zip(items, long, strict=True) if not is_long])
     order: list[T] = []
