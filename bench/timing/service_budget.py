@@ -26,6 +26,7 @@ plus what the budget needs for the sessions left then; the budget's CPU per sess
 import argparse
 import json
 import math
+import re
 import tempfile
 import threading
 import time
@@ -56,6 +57,8 @@ from jlg_pipeline.local.stack import Children
 from testkit.factories import add_registrations, arm_cohort
 
 CASES = ("budget", "budget-burst-1", "defaults", "hung", "failing", "unlimited")
+BURST_CASE = re.compile(r"budget-burst-[1-9][0-9]*")
+"""``budget`` with ``JLG_ONLINE_SESSION_BURST`` set to the case's number."""
 LEAD_S = 40
 """The time lies this far ahead when the cohort is armed: the daemon is up by then."""
 IDLE_SAMPLE_S = 15.0
@@ -96,8 +99,9 @@ class Case:
 def _settings(case: str, rate: float) -> dict[str, str]:
     if case in ("defaults", "unlimited"):
         return {}
-    burst = {"JLG_ONLINE_SESSION_BURST": "1"} if case == "budget-burst-1" else {}
-    return {"JLG_ONLINE_SESSION_RATE": f"{rate:g}", **burst}
+    _, _, burst = case.partition("budget-burst-")
+    chosen = {"JLG_ONLINE_SESSION_BURST": burst} if burst else {}
+    return {"JLG_ONLINE_SESSION_RATE": f"{rate:g}", **chosen}
 
 
 def _send(aws_sqs: object, queue_url: str, ids: list[int]) -> None:
@@ -315,7 +319,7 @@ def main() -> None:
     strict_option(parser)
     args = parser.parse_args()
     names = args.cases.split(",")
-    unknown = set(names) - set(CASES)
+    unknown = {n for n in names if n not in CASES and not BURST_CASE.fullmatch(n)}
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
     targets = Targets()
