@@ -25,9 +25,11 @@ from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
 
-INTAKE_BUDGET_S = 20.0
-"""How long a tick drains: a third of Dagster's 60 s sensor timeout, leaving the rest for the
-acknowledgement and the run requests, and far inside the 120 s the messages stay invisible."""
+INTAKE_BUDGET_S = 5.0
+"""How long a tick drains, about the sensor's own interval: a burst's first runs are asked for
+within seconds of its time and start while the next tick takes the rest (a 20 s budget held a
+2,000-session cohort's first run back 21 s, docs/performance.md). Far inside Dagster's 60 s
+sensor timeout and the 120 s the messages stay invisible."""
 
 RunsExist = Callable[[Sequence[str]], set[str]]
 """Of these message ids, those whose run exists in the orchestrator (one lookup for many)."""

@@ -155,6 +155,19 @@ def test_a_tick_stops_draining_once_its_budget_is_spent() -> None:
     assert len(queue.messages) == 100, "nothing valid deleted"
 
 
+def test_a_burst_is_handed_to_its_runs_within_seconds_of_the_tick() -> None:
+    """A cohort of thousands lands at once: the tick asks for runs for what it received within
+    the first few seconds instead of receiving for its whole time first, so the first runs
+    start while the next tick takes the rest (each receive takes a second here)."""
+    queue = FakeQueue(receive_takes_s=1.0)
+    for sid in range(1, 201):
+        queue.send(_event(sid))
+
+    intake = drain(queue, runs_exist=no_runs, clock=lambda: queue.now)
+
+    assert 0 < len(intake.accepted) <= 50
+
+
 def test_the_accepted_go_earliest_first_or_as_they_came_when_the_database_is_away() -> None:
     queue = FakeQueue()
     for sid in [3, 1, 2, 1]:
