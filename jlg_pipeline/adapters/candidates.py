@@ -3,7 +3,7 @@ the overdue ones the metrics count. Each set is written once, and each is read t
 partial index whose predicates it repeats (migrations 0002, 0003, 0008), so its cost follows
 what is due, not the table's history."""
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +17,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    true,
     union_all,
 )
 
@@ -141,15 +142,19 @@ class CandidateQueries(SessionStatements):
         with translate_errors("counting overdue sessions"), self._engine.connect() as conn:
             return int(conn.execute(statement).scalar_one())
 
-    def find_unattended(self, limit: int) -> Sequence[DueSession]:
+    def find_unattended(
+        self, limit: int, leave: Collection[int] = frozenset()
+    ) -> Sequence[DueSession]:
         """The watchdog's candidates: due sessions no live attempt holds, whatever became of
         their event. SCHEDULED with a time more than the watchdog's grace ago (never claimed
-        this cycle) or held by the online-session service's shared view until now
+        this cycle; those in ``leave`` left out, so the batch reaches past sessions a run is
+        about to claim) or held by the online-session service's shared view until now
         (``jlg_held_session``: ``retry_at`` says until when), IN_PROGRESS gone stale, or
         FAILED retryably with its wait over (a non-retryable failure is the sweep's and a
         person's); not deleted; oldest first, at most ``limit``, each once; each with the admin
         of its newest intent change. Each tier is read through its own index."""
         limit = validation.positive_limit(limit)
+        left = [validation.session_id(sid) for sid in leave]
         columns = [
             ps.c.id,
             ps.c.link_generation_at,
@@ -164,6 +169,7 @@ class CandidateQueries(SessionStatements):
                 ps.c.deleted_at.is_(None),
                 unattended(self.windows.stale_ms),
                 ps.c.link_generation_at <= func.now() - ms(self.windows.watchdog_grace_ms),
+                or_(~never_claimed(), ps.c.id.not_in(left)) if left else true(),
             )
             .order_by(ps.c.link_generation_at, ps.c.id)
             .limit(limit)

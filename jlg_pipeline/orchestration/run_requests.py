@@ -9,12 +9,13 @@ covers, so a redelivered message (or a launch seen again) finds its run whatever
 into, with one lookup for a whole batch (docs/design.md "Bursts")."""
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dagster import Config, DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
+from jlg_pipeline.domain.awaited import RunSeen
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.run_sharing import RunSharing
@@ -184,6 +185,41 @@ def requests_for(
         return []
     per_run = sharing.sessions_per_run(len(work), lambda: runs_not_started(instance))
     return run_requests_for(work, trigger, per_run)
+
+
+def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
+    """The sessions a generation run's config names (one, or a shared run's list); whatever
+    else a hand-typed config holds is no session (the run itself refuses it)."""
+    ops = run_config.get("ops")
+    ops = ops if isinstance(ops, Mapping) else {}
+    entries: list[Any] = []
+    for op_name, many in ((GENERATE_OP, False), (SHARED_GENERATE_OP, True)):
+        config = ops.get(op_name)
+        config = config.get("config") if isinstance(config, Mapping) else None
+        if not isinstance(config, Mapping):
+            continue
+        listed = config.get("sessions") if many else [config]
+        entries += listed if isinstance(listed, list) else []
+    ids = (e.get("programSessionId") for e in entries if isinstance(e, Mapping))
+    return frozenset(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
+
+
+def generation_runs_seen(instance: DagsterInstance) -> list[RunSeen]:
+    """Every generation run not yet finished, as ``domain/awaited.py`` weighs it: a running
+    one last heard of at its newest event or its start (one indexed read a running run, a
+    handful at a time: the lanes' limits)."""
+    statuses = [*NOT_STARTED, DagsterRunStatus.STARTED]
+    seen = []
+    for record in instance.get_run_records(filters=RunsFilter(statuses=statuses)):
+        run = record.dagster_run
+        if run.job_name not in (GENERATION_JOB, SHARED_GENERATION_JOB):
+            continue
+        heard = None
+        if run.status is DagsterRunStatus.STARTED:
+            newest = instance.get_records_for_run(run.run_id, limit=1, ascending=False).records
+            heard = max([record.start_time or 0.0, *(r.event_log_entry.timestamp for r in newest)])
+        seen.append(RunSeen(run.tags.get(LANE_TAG), heard, sessions_in(run.run_config)))
+    return seen
 
 
 def runs_not_started(instance: DagsterInstance) -> int:

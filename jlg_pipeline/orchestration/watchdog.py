@@ -7,7 +7,9 @@ by the online-session service's shared view until now (``jlg_held_session``: the
 budget, the pause's end, the heal), stale IN_PROGRESS ones, and FAILED ones whose retryable
 failure's wait is over (docs/design.md "Whatever fails"), and launches shared runs for them
 (trigger ``watchdog``, lane ``recovery``, no per-session tag, so nothing stuck on the real-time
-path can hold them in the queue). Each session still goes through its own claim: the watchdog
+path can hold them in the queue). A never-claimed session that a live run, or the queue of a
+lane where one moves, is about to claim is left to it (domain/awaited.py): a cohort larger
+than its grace's worth is draining, not lost. Each session still goes through its own claim: the watchdog
 racing a late event costs a skipped claim, never a second generation. The TRD's 30-minute grace
 stays the sweep's, which also re-attempts FAILED sessions, the non-retryable ones included.
 
@@ -19,8 +21,10 @@ with its wait over (a 429 held it) is launched again at once, not after RELAUNCH
 
 import json
 import time
+from collections.abc import Collection, Sequence
 
 from dagster import (
+    DagsterInstance,
     DefaultSensorStatus,
     JobDefinition,
     ResourceParam,
@@ -31,13 +35,21 @@ from dagster import (
     sensor,
 )
 
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_view import PROBE_MARGIN_S
 from jlg_pipeline.config import Flags
+from jlg_pipeline.domain.awaited import awaited
 from jlg_pipeline.domain.errors import DatabaseUnavailable
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
 from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
+from jlg_pipeline.domain.status import LinkGenerationStatus as S
 from jlg_pipeline.orchestration.resources import RunDatabase
-from jlg_pipeline.orchestration.run_requests import chunks, shared_run_request
+from jlg_pipeline.orchestration.run_requests import (
+    chunks,
+    generation_runs_seen,
+    shared_run_request,
+)
 
 WATCHDOG_INTERVAL_S = 5
 """Also how often a probe can go out while the service is down, and how soon after it heals
@@ -74,6 +86,26 @@ def _tried_since(session: DueSession, launched_at: float) -> bool:
     return session.retry_at is not None and session.retry_at.timestamp() > launched_at
 
 
+def _unattended(
+    instance: DagsterInstance,
+    repository: ProgramSessionRepository,
+    launched: Collection[int],
+    now: float,
+    silent_for_s: float,
+) -> Sequence[DueSession]:
+    """The watchdog's candidates, the never-claimed sessions it launched lately left out, and
+    those a live run (or its lane's queue) is about to claim (domain/awaited.py): a cohort
+    draining at the budget's rate is not lost. Dagster is asked only when such sessions are
+    among the candidates; then the batch is read again past them."""
+    due = repository.find_unattended(WATCHDOG_BATCH, leave=launched)
+    if not any(s.status is S.SCHEDULED and s.retry_at is None for s in due):
+        return due
+    taken = awaited(generation_runs_seen(instance), now, silent_for_s)
+    if not taken:
+        return due
+    return repository.find_unattended(WATCHDOG_BATCH, leave={*launched, *taken})
+
+
 def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
     @sensor(
         name="join_link_watchdog_sensor",
@@ -103,7 +135,13 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
                 cursor=json.dumps(launched),
             )
         repository = database.repository()
-        due = repository.find_unattended(WATCHDOG_BATCH)
+        due = _unattended(
+            context.instance,
+            repository,
+            launched.keys(),
+            now,
+            database.call_bound_s + PROBE_MARGIN_S,
+        )
         fresh = [s for s in due if s.id not in launched or _tried_since(s, launched[s.id])]
         if look.state.down:
             fresh = fresh[:1]  # one session finds out whether the service is back

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from dagster import (
     DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
     RunRequest,
     SensorResult,
@@ -25,20 +26,28 @@ from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.messages import parse_message
-from jlg_pipeline.domain.models import GenerationResult, Trigger
+from jlg_pipeline.domain.lanes import Lane
+from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
 from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Budget, Health, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
+from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.schedule_sync import (
     build_schedule_sync_sensor,
     join_link_schedule_sync_job,
 )
 from jlg_pipeline.orchestration.tags import MAX_RUNTIME_TAG
-from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
+from jlg_pipeline.orchestration.watchdog import WATCHDOG_BATCH, build_watchdog_sensor
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.program_session import ProgramSessionService
-from testkit.factories import create_session, end_retry_wait, force_state, session_row
+from testkit.factories import (
+    arm_cohort,
+    create_session,
+    end_retry_wait,
+    force_state,
+    session_row,
+)
 from tests.integration.test_schedule_sync import _schedule, _sync
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.resources import database
@@ -196,6 +205,68 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
         assert (newest.trigger, newest.run_id) == ("manual", outcome.run_id)
     for sid, status in ((live, "IN_PROGRESS"), (failed, "FAILED"), (early, "SCHEDULED")):
         assert session_row(engine, sid)["link_generation_status"] == status
+
+
+def _run_listing(
+    instance: DagsterInstance, sessions: list[int], lane: Lane, status: DagsterRunStatus
+) -> DagsterRun:
+    request = shared_run_request(
+        [BulkRegisterRequest(sid) for sid in sessions], Trigger.EVENT, lane
+    )
+    return instance.create_run_for_job(
+        job_def=SHARED, run_config=request.run_config, tags=request.tags, status=status
+    )
+
+
+def test_the_watchdog_leaves_a_session_to_the_live_run_about_to_claim_it(
+    engine: Engine, db_url: str
+) -> None:
+    """A cohort still draining through its runs when the grace passes is not launched a second
+    time: a never-claimed session that a running run which wrote to its log lately lists, or a
+    run queued in the lane such a run moves, is left to it. One listed only by a run silent
+    past a call's bound (its process gone), or queued in a lane only such runs hold, or by
+    no run at all, is launched."""
+    in_live, in_queue, in_dead, behind_dead, lost = ids = [create_session(engine) for _ in range(5)]
+    for sid in ids:
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=-30))
+    instance = DagsterInstance.ephemeral()
+    live = _run_listing(instance, [in_live], Lane.REALTIME, DagsterRunStatus.STARTED)
+    instance.report_engine_event("generating", live)
+    _run_listing(instance, [in_queue], Lane.REALTIME, DagsterRunStatus.NOT_STARTED)
+    _run_listing(instance, [in_dead], Lane.RECOVERY, DagsterRunStatus.STARTED)
+    _run_listing(instance, [behind_dead], Lane.RECOVERY, DagsterRunStatus.NOT_STARTED)
+
+    result = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
+
+    launched = {
+        entry["programSessionId"]
+        for request in _requests(result)
+        for entry in request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
+    }
+    assert launched == {in_dead, behind_dead, lost}
+
+
+def test_the_watchdog_reaches_past_a_batch_its_runs_still_hold(engine: Engine, db_url: str) -> None:
+    """More sessions wait than one tick takes (a cohort held by an outage, due at once when
+    the service heals): the next tick launches the ones after the first batch while that batch
+    waits in its runs, instead of finding the same batch again and launching nothing."""
+    ids, _ = arm_cohort(engine, WATCHDOG_BATCH + 30, lead_s=-30)
+    instance = DagsterInstance.ephemeral()
+
+    first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
+    second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=10_000)
+
+    def launched(result: SensorResult | SkipReason) -> list[int]:
+        return [
+            entry["programSessionId"]
+            for request in _requests(result)
+            for entry in request.run_config["ops"]["generate_join_links_shared"]["config"][
+                "sessions"
+            ]
+        ]
+
+    assert launched(first) == ids[:WATCHDOG_BATCH]
+    assert launched(second) == ids[WATCHDOG_BATCH:]
 
 
 def test_the_watchdog_is_off_with_the_scheduler(
