@@ -129,9 +129,12 @@ def end_retry_wait(engine: Engine, session_id: int) -> None:
         )
 
 
-def arm_cohort(engine: Engine, count: int, lead_s: float) -> tuple[list[int], float]:
-    """``count`` sessions of program 1 SCHEDULED for one shared time ``lead_s`` ahead; (ids,
-    that time as Unix seconds, on the database clock)."""
+def arm_cohort(
+    engine: Engine, count: int, lead_s: float, spread_s: float = 0.0
+) -> tuple[list[int], float]:
+    """``count`` sessions of program 1 SCHEDULED for one shared time ``lead_s`` ahead, or, with
+    ``spread_s``, for times spread evenly over that many seconds from it (ids in time order);
+    (ids, the first time as Unix seconds, on the database clock)."""
     with engine.begin() as conn:
         fire_at = conn.execute(
             text("SELECT extract(epoch FROM now()) + :lead"), {"lead": lead_s}
@@ -140,10 +143,11 @@ def arm_cohort(engine: Engine, count: int, lead_s: float) -> tuple[list[int], fl
             text(
                 "INSERT INTO hdb_program_session"
                 " (program_id, link_generation_at, link_generation_status)"
-                " SELECT 1, to_timestamp(:at), 'SCHEDULED' FROM generate_series(1, :n)"
+                " SELECT 1, to_timestamp(:at + (i - 1) * :step), 'SCHEDULED'"
+                " FROM generate_series(1, :n) AS i ORDER BY i"
                 " RETURNING id"
             ),
-            {"at": float(fire_at), "n": count},
+            {"at": float(fire_at), "n": count, "step": spread_s / count},
         ).scalars()
         return sorted(ids), float(fire_at)
 

@@ -1,16 +1,17 @@
 """The online-session service's shared view under load (docs/design.md "The online-session
-service: one shared view"): a cohort of N sessions sharing one time, its events on SQS at that
-time, through the real dagster-daemon (SQS sensor, shared runs, the watchdog) and the HTTP
+service: one shared view"): a cohort of N sessions sharing one time (or with ``--spread``,
+times spread over that many seconds), each event on SQS at its time, through the real dagster-daemon (SQS sensor, shared runs, the watchdog) and the HTTP
 registrar, against the local stand-in keeping a limit of its own: a call arriving when R were
 taken in the last second is answered 429 with ``Retry-After: 1``. Each case gets fresh
 databases, a fresh moto server (SQS whose receive costs the same at any depth) and a fresh
 daemon; the rest is the default configuration.
 
     .venv/bin/python -m bench.timing.service_budget [--sessions 2000] [--rate 25] [--fault 180]
-        [--cases budget,budget-burst-1,defaults,hung,failing,unlimited] [--keep DIR] [--strict]
+        [--spread 0] [--cases budget,budget-burst-1,defaults,hung,failing,unlimited]
+        [--keep DIR] [--strict]
 
 Cases: ``budget`` (``JLG_ONLINE_SESSION_RATE=R``, the burst its default, one second's
-worth), ``budget-burst-1`` (the same, ``JLG_ONLINE_SESSION_BURST=1``), ``defaults`` (no
+worth), ``budget-burst-N`` (the same, ``JLG_ONLINE_SESSION_BURST=N``), ``defaults`` (no
 budget: the service's 429s are the only brake), ``hung`` and ``failing`` (the budget on; from
 FAULT_AT_S after the time, for ``--fault`` seconds, the service accepts calls and answers none
 until it heals / answers 503), and ``unlimited`` (no budget and no limit at the service: the
@@ -104,9 +105,16 @@ def _settings(case: str, rate: float) -> dict[str, str]:
     return {"JLG_ONLINE_SESSION_RATE": f"{rate:g}", **chosen}
 
 
-def _send(aws_sqs: object, queue_url: str, ids: list[int]) -> None:
+def _send(
+    aws_sqs: object, queue_url: str, ids: list[int], fire_at: float, spread_s: float
+) -> None:
+    """Each session's event on the queue at its time, as EventBridge puts it there: in batches
+    of ten, each sent once its last session's time has come."""
     bodies = [json.dumps(build_message(sid, None)) for sid in ids]
+    step = spread_s / len(ids)
     for first in range(0, len(bodies), 10):
+        last = min(first + 10, len(bodies)) - 1
+        time.sleep(max(fire_at + last * step - time.time(), 0))
         aws_sqs.send_message_batch(  # type: ignore[attr-defined]
             QueueUrl=queue_url,
             Entries=[
@@ -190,7 +198,12 @@ def _keep(folder: Path, name: str, daemon_log: Path, received: list[dict[str, An
 
 
 def run_case(
-    name: str, sessions: int, rate: float, fault_s: float, keep: Path | None = None
+    name: str,
+    sessions: int,
+    rate: float,
+    fault_s: float,
+    keep: Path | None = None,
+    spread_s: float = 0.0,
 ) -> Case:
     case = Case(name, sessions, rate)
     with (
@@ -216,7 +229,7 @@ def run_case(
             ENABLE_JOIN_LINK_SCHEDULER="true",
             **_settings(name, rate),
         )
-        ids, fire_at = arm_cohort(engine, sessions, LEAD_S)
+        ids, fire_at = arm_cohort(engine, sessions, LEAD_S, spread_s)
         children = Children()
         healed: list[float] = []
         try:
@@ -227,7 +240,11 @@ def run_case(
             cpu_before = sum(group_cpu_seconds(pgid).values())
             idle_per_s = (cpu_before - idle_from) / IDLE_SAMPLE_S
             clock_offset = time.time() - time.monotonic()
-            _send(aws.client("sqs"), aws.queue_url, ids)
+            threading.Thread(
+                target=_send,
+                args=(aws.client("sqs"), aws.queue_url, ids, fire_at, spread_s),
+                daemon=True,
+            ).start()
             if name in ("hung", "failing"):
                 time.sleep(max(fire_at + FAULT_AT_S - time.time(), 0))
                 threading.Thread(
@@ -312,6 +329,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=25.0, help="R: the service's limit")
     parser.add_argument("--fault", type=float, default=180.0, help="seconds hung or failing")
+    parser.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        help="the sessions' times spread evenly over this many seconds (0: one shared time)",
+    )
     parser.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
     parser.add_argument(
         "--keep", type=Path, help="a folder for each case's daemon log and calls (JSON)"
@@ -323,10 +346,17 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
     targets = Targets()
-    cases = [run_case(name, args.sessions, args.rate, args.fault, args.keep) for name in names]
+    if not 0 <= args.spread <= 3600:
+        parser.error("--spread is between 0 and 3600 seconds")
+    cases = [
+        run_case(name, args.sessions, args.rate, args.fault, args.keep, args.spread)
+        for name in names
+    ]
     n, r = args.sessions, args.rate
     table(
-        f"{n} sessions sharing a time, the service limited to {r:g} calls/s, through the "
+        f"{n} sessions "
+        + (f"with times over {args.spread:g} s" if args.spread else "sharing a time")
+        + f", the service limited to {r:g} calls/s, through the "
         f"real daemon ({machine()}); faults of {args.fault:g} s from {FAULT_AT_S} s after "
         f"the time. Targets: budget ≤ {n / r + 30:g} s, no 429, ≥ {0.95 * r:g} calls/s, "
         f"order ≤ 5 s; defaults ≤ {2 * n / r + 60:g} s, 0 inside Retry-After, 0 FAILED; "
