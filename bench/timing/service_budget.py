@@ -1,10 +1,10 @@
-"""The online-session service's shared view under load (docs/design.md "The online-session
-service: one shared view"): a cohort of N sessions sharing one time (or with ``--spread``,
-times spread over that many seconds), each event on SQS at its time, through the real dagster-daemon (SQS sensor, shared runs, the watchdog) and the HTTP
-registrar, against the local stand-in keeping a limit of its own: a call arriving when R were
-taken in the last second is answered 429 with ``Retry-After: 1``. Each case gets fresh
-databases, a fresh moto server (SQS whose receive costs the same at any depth) and a fresh
-daemon; the rest is the default configuration.
+"""The online-session service's shared view under load (docs/design.md "The online-session service:
+one shared view"): a cohort of N sessions sharing one time (or with ``--spread``, times spread
+over that many seconds), each event on SQS at its time, through the real dagster-daemon (SQS
+sensor, shared runs, the watchdog) and the HTTP registrar, against the local stand-in keeping a
+limit of its own: a call arriving when R were taken in the last second is answered 429 with
+``Retry-After: 1``. Each case gets fresh databases, a fresh moto server (SQS whose receive costs
+the same at any depth) and a fresh daemon; the rest is the default configuration.
 
     .venv/bin/python -m bench.timing.service_budget [--sessions 2000] [--rate 25] [--fault 180]
         [--spread 0] [--cases budget,budget-burst-1,defaults,hung,failing,unlimited]
@@ -105,9 +105,7 @@ def _settings(case: str, rate: float) -> dict[str, str]:
     return {"JLG_ONLINE_SESSION_RATE": f"{rate:g}", **chosen}
 
 
-def _send(
-    aws_sqs: object, queue_url: str, ids: list[int], fire_at: float, spread_s: float
-) -> None:
+def _send(aws_sqs: object, queue_url: str, ids: list[int], fire_at: float, spread_s: float) -> None:
     """Each session's event on the queue at its time, as EventBridge puts it there: in batches
     of ten, each sent once its last session's time has come."""
     bodies = [json.dumps(build_message(sid, None)) for sid in ids]

@@ -154,7 +154,9 @@ class CandidateQueries(SessionStatements):
         person's); not deleted; oldest first, at most ``limit``, each once; each with the admin
         of its newest intent change. Each tier is read through its own index."""
         limit = validation.positive_limit(limit)
-        left = [validation.session_id(sid) for sid in leave]
+        # Ids parsed where they entered (the watchdog's cursor, Dagster's run configs) or read
+        # from the database.
+        left = list(leave)
         columns = [
             ps.c.id,
             ps.c.link_generation_at,

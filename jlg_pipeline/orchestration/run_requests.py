@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 
 from dagster import Config, DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.awaited import RunSeen
+from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.run_sharing import RunSharing
@@ -200,8 +202,14 @@ def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
             continue
         listed = config.get("sessions") if many else [config]
         entries += listed if isinstance(listed, list) else []
-    ids = (e.get("programSessionId") for e in entries if isinstance(e, Mapping))
-    return frozenset(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
+    found = set()
+    for entry in entries:
+        if isinstance(entry, Mapping):
+            try:
+                found.add(validation.session_id(entry.get("programSessionId")))
+            except InvalidInput:
+                continue  # the run refuses it itself
+    return frozenset(found)
 
 
 def generation_runs_seen(instance: DagsterInstance) -> list[RunSeen]:

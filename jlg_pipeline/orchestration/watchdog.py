@@ -9,9 +9,10 @@ failure's wait is over (docs/design.md "Whatever fails"), and launches shared ru
 (trigger ``watchdog``, lane ``recovery``, no per-session tag, so nothing stuck on the real-time
 path can hold them in the queue). A never-claimed session that a live run, or the queue of a
 lane where one moves, is about to claim is left to it (domain/awaited.py): a cohort larger
-than its grace's worth is draining, not lost. Each session still goes through its own claim: the watchdog
-racing a late event costs a skipped claim, never a second generation. The TRD's 30-minute grace
-stays the sweep's, which also re-attempts FAILED sessions, the non-retryable ones included.
+than its grace's worth is draining, not lost. Each session still goes through its own claim:
+the watchdog racing a late event costs a skipped claim, never a second generation. The TRD's
+30-minute grace stays the sweep's, which also re-attempts FAILED sessions, the non-retryable
+ones included.
 
 It follows the online-session service's shared view (domain/service_view.py): nothing while a
 pause longer than a caller waits out holds, or a probe is out; while the service is down one
@@ -38,8 +39,9 @@ from dagster import (
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import PROBE_MARGIN_S
 from jlg_pipeline.config import Flags
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.awaited import awaited
-from jlg_pipeline.domain.errors import DatabaseUnavailable
+from jlg_pipeline.domain.errors import DatabaseUnavailable, InvalidInput
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, DueSession, Trigger
 from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
@@ -75,8 +77,15 @@ def decode_launched(cursor: str | None, now: float) -> dict[int, float]:
         return {}
     launched: dict[int, float] = {}
     for key, at in entries.items():
-        if key.isdigit() and isinstance(at, int | float) and now - at < RELAUNCH_AFTER_S:
-            launched[int(key)] = float(at)
+        # A cursor can be typed into the UI: only a time within the last RELAUNCH_AFTER_S
+        # (not one in the future, which would keep its session from the watchdog for ever)
+        # and an id the database can hold count.
+        if not isinstance(at, int | float) or not 0 <= now - at < RELAUNCH_AFTER_S:
+            continue
+        try:
+            launched[validation.session_id(int(key))] = float(at)
+        except (ValueError, InvalidInput):
+            continue
     return launched
 
 

@@ -25,8 +25,8 @@ from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
-from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.lanes import Lane
+from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
 from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Budget, Health, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus

@@ -1,11 +1,16 @@
 """Which due sessions a run is about to claim (domain/awaited.py, and the sessions a run's
-config lists): the watchdog leaves those alone, and only those."""
+config lists): the watchdog leaves those alone, and only those; and the ids it leaves out
+whatever a hand-typed config or cursor holds."""
+
+import json
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from jlg_pipeline.domain.awaited import RunSeen, awaited
+from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.orchestration.run_requests import GENERATE_OP, SHARED_GENERATE_OP, sessions_in
+from jlg_pipeline.orchestration.watchdog import RELAUNCH_AFTER_S, decode_launched
 
 NOW = 1_000_000.0
 SILENT_S = 35.0
@@ -73,13 +78,15 @@ def test_the_sessions_a_generation_run_lists_are_read_from_its_config() -> None:
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(
-        st.sampled_from(
-            ["ops", "config", "sessions", "programSessionId", GENERATE_OP, SHARED_GENERATE_OP]
-        ),
-        inner,
-        max_size=3,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["ops", "config", "sessions", "programSessionId", GENERATE_OP, SHARED_GENERATE_OP]
+            ),
+            inner,
+            max_size=3,
+        )
     ),
     max_leaves=6,
 )
@@ -87,8 +94,23 @@ JSON = st.recursive(
 
 @given(st.dictionaries(st.sampled_from(["ops", "resources"]), JSON, max_size=2))
 def test_a_hand_typed_run_config_never_breaks_the_reading(config: dict[str, object]) -> None:
-    """The Launchpad accepts any config: whatever it holds, the reading names only whole
-    numbers found where a session id goes, and never raises."""
+    """The Launchpad accepts any config: whatever it holds, the reading names only ids the
+    database can hold, found where a session id goes, and never raises."""
     found = sessions_in(config)
 
-    assert all(isinstance(sid, int) and not isinstance(sid, bool) for sid in found)
+    assert all(type(sid) is int and 1 <= sid <= BIGINT_MAX for sid in found)
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=25) | st.integers(-(2**70), 2**70).map(str),
+        st.floats(NOW - 120, NOW + 120) | st.floats() | JSON,
+    )
+)
+def test_a_watchdog_cursor_typed_into_the_ui_never_breaks_it(entries: dict[str, object]) -> None:
+    """A sensor's cursor can be set by hand: whatever it holds, the sessions it names as
+    launched lately are ids the database can hold (the watchdog's query leaves them out)."""
+    launched = decode_launched(json.dumps(entries), NOW)
+
+    assert all(type(sid) is int and 1 <= sid <= BIGINT_MAX for sid in launched)
+    assert all(0 <= NOW - at < RELAUNCH_AFTER_S for at in launched.values())
