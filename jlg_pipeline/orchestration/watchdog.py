@@ -107,7 +107,7 @@ def _unattended(
     draining at the budget's rate is not lost. Dagster is asked only when such sessions are
     among the candidates; then the batch is read again past them."""
     due = repository.find_unattended(WATCHDOG_BATCH, leave=launched)
-    if not any(s.status is S.SCHEDULED and s.retry_at is None for s in due):
+    if not any(s.status is S.SCHEDULED for s in due):
         return due
     taken = awaited(generation_runs_seen(instance), now, silent_for_s)
     if not taken:
