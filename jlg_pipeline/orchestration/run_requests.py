@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dagster import Config, DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
+from pydantic import ValidationError
 
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.awaited import RunSeen
 from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
@@ -190,8 +190,9 @@ def requests_for(
 
 
 def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
-    """The sessions a generation run's config names (one, or a shared run's list); whatever
-    else a hand-typed config holds is no session (the run itself refuses it)."""
+    """The sessions a generation run's config asks for (one, or a shared run's list), each read
+    as the run reads it (``GenerateJoinLinksConfig``, then the domain's rules for a request): an
+    entry the run would refuse names no session, whatever a hand-typed config holds."""
     ops = run_config.get("ops")
     ops = ops if isinstance(ops, Mapping) else {}
     entries: list[Any] = []
@@ -204,11 +205,10 @@ def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
         entries += listed if isinstance(listed, list) else []
     found = set()
     for entry in entries:
-        if isinstance(entry, Mapping):
-            try:
-                found.add(validation.session_id(entry.get("programSessionId")))
-            except InvalidInput:
-                continue  # the run refuses it itself
+        try:
+            found.add(GenerateJoinLinksConfig.model_validate(entry).request().session_id)
+        except (ValidationError, InvalidInput):
+            continue
     return frozenset(found)
 
 
