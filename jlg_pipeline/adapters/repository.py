@@ -5,31 +5,36 @@ no read-then-write, no load-and-save (inv-02), and "nothing happened" is a None/
 result, never an exception. Each method runs in its own short transaction.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
     Engine,
     Float,
     Integer,
     Select,
     Update,
     and_,
+    any_,
     bindparam,
     case,
     cast,
     func,
     insert,
+    or_,
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from jlg_pipeline.adapters.attempt_history import close_open_attempt, read_attempts
 from jlg_pipeline.adapters.candidates import CandidateQueries
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import read_changes
 from jlg_pipeline.adapters.intent_writes import IntentWrites
-from jlg_pipeline.adapters.session_statements import S, matching, ms
+from jlg_pipeline.adapters.session_statements import S, matching, ms, never_claimed
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
@@ -66,10 +71,53 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         super().__init__(engine, windows)
         # Built once: the gate is the hot path, and building a statement costs more than
         # running it. Values arrive as bound parameters.
-        claimed = (
+        self.claim_sql, self.claim_parameters = self._claim_statement(bindparam("session_id"))
+        """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
+        self._pull_sql, self._pull_parameters = self._claim_statement(
+            func.coalesce(self._earliest_listed().scalar_subquery(), bindparam("session_id"))
+        )
+        self._complete_statement = self._mark_statement(
+            S.COMPLETED,
+            {"job_id": bindparam("job_id"), "total": bindparam("total", type_=Integer)},
+            link_generation_job_id=bindparam("job_id"),
+            link_generation_last_error=None,
+        )
+        retry_in_s = cast(bindparam("retry_in_s"), Float)
+        retry_at = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, retry_in_s)
+        self._fail_statement = self._mark_statement(
+            S.FAILED,
+            {"error": bindparam("error")},
+            link_generation_last_error=bindparam("error"),
+            # A retryable failure is tried again by the watchdog after its wait, while its
+            # cycle is within the budget; past it (or not retryable), NULL: the sweep's.
+            link_generation_retry_at=case(
+                (
+                    and_(
+                        retry_in_s.is_not(None),
+                        retry_at < ps.c.link_generation_at + ms(RETRY_BUDGET_S * 1000),
+                    ),
+                    retry_at,
+                ),
+                else_=None,
+            ),
+        )
+        self._renew_statement = (
             update(ps)
             .where(
                 ps.c.id == bindparam("session_id"),
+                ps.c.link_generation_status == S.IN_PROGRESS.value,
+                ps.c.link_generation_attempt == bindparam("claim_attempt"),
+            )
+            .values(updated_at=func.now())
+            .returning(ps.c.id)
+        )
+
+    def _claim_statement(self, target: ColumnElement[int]) -> tuple[str, dict[str, Any]]:
+        """The claim of the session ``target`` names, compiled: its SQL text and parameters."""
+        claimed = (
+            update(ps)
+            .where(
+                ps.c.id == target,
                 ps.c.deleted_at.is_(None),
                 self._due(),
                 self._claimable(),
@@ -117,44 +165,45 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         )
         # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
         # per claim than the database did (docs/performance.md).
-        compiled = select(claimed).add_cte(reclaimed, opened).compile(dialect=engine.dialect)
-        self.claim_sql = str(compiled)
-        """The claim's SQL text (the gate benchmark sends it raw too)."""
-        self.claim_parameters = dict(compiled.params)
-        self._complete_statement = self._mark_statement(
-            S.COMPLETED,
-            {"job_id": bindparam("job_id"), "total": bindparam("total", type_=Integer)},
-            link_generation_job_id=bindparam("job_id"),
-            link_generation_last_error=None,
+        compiled = select(claimed).add_cte(reclaimed, opened).compile(dialect=self._engine.dialect)
+        return str(compiled), dict(compiled.params)
+
+    def _earliest_listed(self) -> Select[Any]:
+        """The session a caller with a turn claims instead of the one it asked for (docs/
+        design.md "Earliest first across runs"): of those ``pull`` names, the earliest (time,
+        id) at or before the asked one (any, when none is asked) that is due and waits: never
+        claimed this cycle, or FAILED with its retry due (one left to the sweep, or still in
+        its backoff, is not pulled again and again). One another caller is claiming is
+        skipped, not waited for."""
+        asked_at = (
+            select(ps.c.link_generation_at)
+            .where(ps.c.id == bindparam("session_id"))
+            .correlate(None)
+            .scalar_subquery()
         )
-        retry_in_s = cast(bindparam("retry_in_s"), Float)
-        retry_at = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, retry_in_s)
-        self._fail_statement = self._mark_statement(
-            S.FAILED,
-            {"error": bindparam("error")},
-            link_generation_last_error=bindparam("error"),
-            # A retryable failure is tried again by the watchdog after its wait, while its
-            # cycle is within the budget; past it (or not retryable), NULL: the sweep's.
-            link_generation_retry_at=case(
-                (
-                    and_(
-                        retry_in_s.is_not(None),
-                        retry_at < ps.c.link_generation_at + ms(RETRY_BUDGET_S * 1000),
-                    ),
-                    retry_at,
-                ),
-                else_=None,
-            ),
-        )
-        self._renew_statement = (
-            update(ps)
+        return (
+            select(ps.c.id)
             .where(
-                ps.c.id == bindparam("session_id"),
-                ps.c.link_generation_status == S.IN_PROGRESS.value,
-                ps.c.link_generation_attempt == bindparam("claim_attempt"),
+                ps.c.id == any_(bindparam("pull", type_=ARRAY(BigInteger))),
+                ps.c.deleted_at.is_(None),
+                self._due(),
+                or_(
+                    never_claimed(),
+                    and_(
+                        ps.c.link_generation_status == S.FAILED.value,
+                        ps.c.link_generation_retry_at <= func.now(),
+                    ),
+                ),
+                or_(
+                    bindparam("session_id", type_=BigInteger).is_(None),
+                    ps.c.link_generation_at < asked_at,
+                    and_(ps.c.link_generation_at == asked_at, ps.c.id <= bindparam("session_id")),
+                ),
             )
-            .values(updated_at=func.now())
-            .returning(ps.c.id)
+            .order_by(ps.c.link_generation_at, ps.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .correlate(None)
         )
 
     def get_state(self, session_id: int) -> LinkGenerationState | None:
@@ -168,7 +217,11 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         return None if row is None else self._to_state(row)
 
     def claim(
-        self, session_id: int, trigger: Trigger = Trigger.MANUAL, run_id: str | None = None
+        self,
+        session_id: int,
+        trigger: Trigger = Trigger.MANUAL,
+        run_id: str | None = None,
+        pull: Collection[int] = (),
     ) -> Claim | None:
         """The one gate: atomically move a due, claimable session to IN_PROGRESS.
 
@@ -178,16 +231,45 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         history (``trigger``, Dagster's ``run_id``); a stale attempt it takes over is closed
         RECLAIMED. Returns None when another caller holds the claim or the session is not
         claimable; exactly one of any number of concurrent callers gets a Claim.
+
+        With ``pull`` (the sessions unfinished runs list), the claim is of the earliest of
+        them at or before ``session_id`` that is waiting (:meth:`_earliest_listed`), and of
+        ``session_id`` when none is: the Claim names the session it took.
         """
         session_id = validation.session_id(session_id)
+        if pull:
+            return self._claim_listed(session_id, trigger, run_id, pull)
+        return self._run_claim(self.claim_sql, self.claim_parameters, session_id, trigger, run_id)
+
+    def claim_earliest(
+        self, trigger: Trigger, run_id: str | None, pull: Collection[int]
+    ) -> Claim | None:
+        """The claim of the earliest waiting session of those ``pull`` names, as
+        :meth:`claim` would take it in another's place; None when none waits."""
+        return self._claim_listed(None, trigger, run_id, pull) if pull else None
+
+    def _claim_listed(
+        self, session_id: int | None, trigger: Trigger, run_id: str | None, pull: Collection[int]
+    ) -> Claim | None:
+        listed = {**self._pull_parameters, "pull": [validation.session_id(s) for s in pull]}
+        return self._run_claim(self._pull_sql, listed, session_id, trigger, run_id)
+
+    def _run_claim(
+        self,
+        sql: str,
+        parameters: dict[str, Any],
+        session_id: int | None,
+        trigger: Trigger,
+        run_id: str | None,
+    ) -> Claim | None:
         parameters = {
-            **self.claim_parameters,
+            **parameters,
             "session_id": session_id,
             "trigger": Trigger(trigger).value,
             "run_id": None if run_id is None else str(run_id)[:64],
         }
         with translate_errors("claiming a session"), self._engine.begin() as conn:
-            row = conn.exec_driver_sql(self.claim_sql, parameters).one_or_none()
+            row = conn.exec_driver_sql(sql, parameters).one_or_none()
         return None if row is None else _claim(row)
 
     def resume(self, session_id: int, run_id: str) -> Claim | None:

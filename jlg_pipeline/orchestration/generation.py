@@ -41,6 +41,7 @@ from jlg_pipeline.orchestration.run_requests import (
     SHARED_GENERATION_JOB,
     GenerateJoinLinksConfig,
     SharedGenerationConfig,
+    listed_requests,
 )
 from jlg_pipeline.orchestration.tags import (
     GENERATION_MAX_RUNTIME_S,
@@ -50,8 +51,9 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
-from jlg_pipeline.services.generation import bind_gate
+from jlg_pipeline.services.generation import bind_gate, bind_next
 from jlg_pipeline.services.next_step import By, next_step
+from jlg_pipeline.services.pull import Pull
 from jlg_pipeline.services.sweep import generate_retrying_unrecorded
 
 RETRY_DELAY_SECONDS = 10.0
@@ -153,12 +155,18 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
             for i, sid in enumerate(repository.in_time_order([r.session_id for r in requests]))
         }
         requests.sort(key=lambda r: order[r.session_id])
+        # Across runs too: a turn goes to the earliest session any unfinished run lists.
+        # and once its own are done, the run's callers stay on the cohort while it waits.
+        pull = Pull(lambda: listed_requests(context.instance))
+        view = database.view()
         final = generate_retrying_unrecorded(
             requests,
-            bind_gate(repository, registrar, trigger, context.run_id, database.view()),
+            bind_gate(repository, registrar, trigger, context.run_id, view, pull),
             concurrency=database.concurrency,
             retries=MAX_RETRY_ATTEMPTS,
             first_delay_s=retry_delay_seconds,
+            taken=pull.request_for,
+            then=bind_next(repository, registrar, trigger, context.run_id, view, pull),
         )
         outcome = (
             FAILED_OUTCOME

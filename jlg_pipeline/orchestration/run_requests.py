@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from dagster import Config, DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
+from dagster import Config, DagsterInstance, DagsterRunStatus, RunRecord, RunRequest, RunsFilter
 from pydantic import ValidationError
 
 from jlg_pipeline.domain.awaited import RunSeen
@@ -189,10 +189,10 @@ def requests_for(
     return run_requests_for(work, trigger, per_run)
 
 
-def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
-    """The sessions a generation run's config asks for (one, or a shared run's list), each read
+def requests_in(run_config: Mapping[str, Any]) -> list[BulkRegisterRequest]:
+    """The requests a generation run's config asks for (one, or a shared run's list), each read
     as the run reads it (``GenerateJoinLinksConfig``, then the domain's rules for a request): an
-    entry the run would refuse names no session, whatever a hand-typed config holds."""
+    entry the run would refuse asks for nothing, whatever a hand-typed config holds."""
     ops = run_config.get("ops")
     ops = ops if isinstance(ops, Mapping) else {}
     entries: list[Any] = []
@@ -203,25 +203,46 @@ def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
             continue
         listed = config.get("sessions") if many else [config]
         entries += listed if isinstance(listed, list) else []
-    found = set()
+    found = []
     for entry in entries:
         try:
-            found.add(GenerateJoinLinksConfig.model_validate(entry).request().session_id)
+            found.append(GenerateJoinLinksConfig.model_validate(entry).request())
         except (ValidationError, InvalidInput):
             continue
-    return frozenset(found)
+    return found
+
+
+def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
+    """The sessions a generation run's config asks for (:func:`requests_in`)."""
+    return frozenset(request.session_id for request in requests_in(run_config))
+
+
+def listed_requests(instance: DagsterInstance) -> list[BulkRegisterRequest]:
+    """What every generation run not yet finished asks for: the sessions a caller with a turn
+    may take earliest first (``services/pull.py``). One read of Dagster's run records."""
+    return [
+        request
+        for record in _unfinished_generation_runs(instance)
+        for request in requests_in(record.dagster_run.run_config)
+    ]
+
+
+def _unfinished_generation_runs(instance: DagsterInstance) -> list[RunRecord]:
+    statuses = [*NOT_STARTED, DagsterRunStatus.STARTED]
+    return [
+        record
+        for record in instance.get_run_records(filters=RunsFilter(statuses=statuses))
+        if record.dagster_run.job_name in (GENERATION_JOB, SHARED_GENERATION_JOB)
+    ]
 
 
 def generation_runs_seen(instance: DagsterInstance) -> list[RunSeen]:
     """Every generation run not yet finished, as ``domain/awaited.py`` weighs it: a running
     one last heard of at its newest event or its start (one indexed read a running run, a
     handful at a time: the lanes' limits)."""
-    statuses = [*NOT_STARTED, DagsterRunStatus.STARTED]
     seen = []
-    for record in instance.get_run_records(filters=RunsFilter(statuses=statuses)):
+    for record in _unfinished_generation_runs(instance):
         run = record.dagster_run
-        if run.job_name not in (GENERATION_JOB, SHARED_GENERATION_JOB):
-            continue
         heard = None
         if run.status is DagsterRunStatus.STARTED:
             newest = instance.get_records_for_run(run.run_id, limit=1, ascending=False).records

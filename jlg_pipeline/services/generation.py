@@ -14,7 +14,7 @@ idempotency key, which the service answers with the same job.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -55,6 +55,7 @@ from jlg_pipeline.domain.service_view import (
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.lease import lease
+from jlg_pipeline.services.pull import Pull
 from jlg_pipeline.services.retrying import tries
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,16 @@ class SessionClaims(Protocol):
     @property
     def windows(self) -> TimingWindows: ...
     def get_state(self, session_id: int) -> LinkGenerationState | None: ...
-    def claim(self, session_id: int, trigger: Trigger, run_id: str | None) -> Claim | None: ...
+    def claim(
+        self,
+        session_id: int,
+        trigger: Trigger,
+        run_id: str | None,
+        pull: Collection[int] = (),
+    ) -> Claim | None: ...
+    def claim_earliest(
+        self, trigger: Trigger, run_id: str | None, pull: Collection[int]
+    ) -> Claim | None: ...
     def resume(self, session_id: int, run_id: str) -> Claim | None: ...
     def renew(self, claim: Claim) -> bool: ...
     def mark_completed(self, claim: Claim, job_id: str, total: int | None = None) -> bool: ...
@@ -92,8 +102,12 @@ class ServiceTurns(Protocol):
     def report(self, health: Health, retry_after_s: float | None, turn: Turn) -> ViewState: ...
 
 
-Gate = Callable[[BulkRegisterRequest], GenerationOutcome]
-"""``generate_for_session`` with its adapters, the caller's trigger and run bound."""
+class Gate(Protocol):
+    """``generate_for_session`` with its adapters, the caller's trigger and run bound."""
+
+    def __call__(
+        self, request: BulkRegisterRequest, *, resume: bool = True
+    ) -> GenerationOutcome: ...
 
 
 def bind_gate(
@@ -102,11 +116,13 @@ def bind_gate(
     trigger: Trigger,
     run_id: str | None = None,
     view: ServiceView | None = None,
+    pull: Pull | None = None,
 ) -> Gate:
     """The one binding of the gate every run uses: each request through
-    :func:`generate_for_session` with these adapters, this trigger and this run."""
+    :func:`generate_for_session` with these adapters, this trigger and this run (and, with
+    ``pull``, earliest first across runs)."""
 
-    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+    def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         return generate_for_session(
             request.session_id,
             repository=repository,
@@ -117,9 +133,34 @@ def bind_gate(
             actor_user_id=request.actor_user_id,
             run_id=run_id,
             view=view,
+            pull=pull,
+            resume=resume,
         )
 
     return generate
+
+
+Next = Callable[[], GenerationOutcome | None]
+"""``generate_next`` with its adapters, the caller's trigger, run and pull bound."""
+
+
+def bind_next(
+    repository: ProgramSessionRepository,
+    registrar: BulkRegistrar,
+    trigger: Trigger,
+    run_id: str | None,
+    view: ServiceView,
+    pull: Pull,
+) -> Next:
+    """:func:`generate_next` bound as :func:`bind_gate` binds the gate."""
+    return lambda: generate_next(
+        repository=repository,
+        registrar=registrar,
+        trigger=trigger,
+        pull=pull,
+        run_id=run_id,
+        view=view,
+    )
 
 
 def generate_for_session(
@@ -133,8 +174,14 @@ def generate_for_session(
     actor_user_id: int | None = None,
     run_id: str | None = None,
     view: ServiceTurns | None = None,
+    pull: Pull | None = None,
+    resume: bool = True,
 ) -> GenerationOutcome:
-    """Generate join links for one session, at most once per cycle.
+    """Generate join links for one session, at most once per cycle; with ``pull``, for the
+    earliest session unfinished runs list at or before it that waits, if one does (the
+    outcome, or the GenerationFailed, names the session it was for). ``resume``: a claim
+    ``run_id`` already holds on the session is this caller's to resume (a retry of the run's
+    step); not while the run's other callers may hold it right now (a run's first pass).
 
     Returns COMPLETED (with job id and total), SKIPPED (not the service's turn now, the
     claim was lost or the session is not claimable; ``reason`` says why) or SUPERSEDED
@@ -155,15 +202,72 @@ def generate_for_session(
     turn = _turn(repository, view, session_id, fields)
     if isinstance(turn, GenerationOutcome):
         return turn
-    claim = repository.claim(session_id, trigger, run_id)
-    resumed = claim is None and run_id is not None
+    if pull is None:
+        claim = repository.claim(session_id, trigger, run_id)
+    else:
+        listed = pull.listed()
+        with pull.claiming():
+            if not resume and pull.request_for(session_id) is not None:
+                view.not_used(turn)
+                return _skipped(session_id, "this run generated it in another's place", fields)
+            claim = repository.claim(session_id, trigger, run_id, pull=listed.keys())
+            if claim is not None and claim.session_id != session_id:
+                request = pull.took(listed[claim.session_id])
+                fields.update(session_id=claim.session_id, in_place_of=session_id)
+    resumed = claim is None and run_id is not None and resume
     if resumed:
         claim = repository.resume(session_id, str(run_id))
     if claim is None:
         view.not_used(turn)
         return _skipped(session_id, skip_reason(repository.get_state(session_id)), fields)
+    return _call(repository, registrar, view, turn, claim, request, trigger, fields, resumed)
+
+
+def generate_next(
+    *,
+    repository: SessionClaims,
+    registrar: BulkRegistrar,
+    trigger: Trigger,
+    pull: Pull,
+    run_id: str | None = None,
+    view: ServiceTurns,
+) -> GenerationOutcome | None:
+    """The gate for no session of the caller's own: the earliest session unfinished runs list
+    that waits (``pull``), generated as :func:`generate_for_session` would in its place; None
+    when none waits or the service says wait (a run whose own sessions are done keeps its
+    callers on the cohort instead of ending while the runs queued behind it start)."""
+    fields: dict[str, Any] = {"session_id": None, "trigger": trigger.value, "in_place_of": "any"}
+    if not pull.open():
+        return None
+    turn = view.wait_for_turn()
+    if not turn.calls:
+        return None
+    listed = pull.listed()
+    with pull.claiming():
+        claim = repository.claim_earliest(trigger, run_id, listed.keys())
+        if claim is not None:
+            request = pull.took(listed[claim.session_id])
+    if claim is None:
+        view.not_used(turn)
+        return None
+    fields["session_id"] = claim.session_id
+    return _call(repository, registrar, view, turn, claim, request, trigger, fields, False)
+
+
+def _call(
+    repository: SessionClaims,
+    registrar: BulkRegistrar,
+    view: ServiceTurns,
+    turn: Turn,
+    claim: Claim,
+    request: BulkRegisterRequest,
+    trigger: Trigger,
+    fields: dict[str, Any],
+    resumed: bool,
+) -> GenerationOutcome:
+    """bulkRegister for a claimed session under the cycle's idempotency key, and the mark."""
     fields["attempt"] = claim.attempt
-    request = replace(request, idempotency_key=cycle_id(session_id, claim.link_generation_at))
+    request = replace(request, idempotency_key=cycle_id(claim.session_id, claim.link_generation_at))
     event = "generation.resumed" if resumed else "generation.dispatched"
     log_event(logger, logging.INFO, event, **fields, **_described(request))
     _stop_if_paused_since(repository, view, turn, claim, trigger)

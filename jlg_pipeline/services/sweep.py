@@ -14,12 +14,13 @@ from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import (
     BulkRegisterRequest,
+    GenerationOutcome,
     GenerationResult,
     SessionResult,
     SweepReport,
 )
 from jlg_pipeline.log import describe, log_event
-from jlg_pipeline.services.generation import Gate
+from jlg_pipeline.services.generation import Gate, Next
 from jlg_pipeline.services.next_step import By, who_tries_again
 from jlg_pipeline.services.retrying import tries
 
@@ -113,17 +114,48 @@ def generate_each(
     *,
     left_behind: int,
     concurrency: int = 1,
+    resume: bool = True,
+    then: Next | None = None,
 ) -> SweepReport:
-    """Each session through ``generate``, up to ``concurrency`` at once; the report lists them
-    in the order given, each with its outcome (a failure says whether it is retryable)."""
-    if concurrency > 1 and len(requests) > 1:
-        with ThreadPoolExecutor(
-            max_workers=min(concurrency, len(requests)), thread_name_prefix="generate"
-        ) as pool:
-            sessions = list(pool.map(lambda r: _generate_one(r, generate), requests))
-    else:
-        sessions = [_generate_one(r, generate) for r in requests]
-    return summarize(sessions, left_behind=left_behind)
+    """Each session through ``generate`` (``resume`` passed on), up to ``concurrency`` at
+    once, then, with ``then``, as many callers taking what it gives until it gives nothing. The
+    report lists the sessions in the order given, then those generated in their place (a gate
+    that pulls: services/pull.py), each with what happened to it (a failure says whether it
+    is retryable)."""
+    workers = max(min(concurrency, len(requests)), 1)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="generate") as pool:
+        each = list(pool.map(lambda r: _generate_until_own(r, generate, resume), requests))
+        if then is not None:
+            each += pool.map(lambda _: _generate_next(then), range(concurrency))
+    best: dict[int, SessionResult] = {r.session_id: each[i][-1] for i, r in enumerate(requests)}
+    for result in (s for results in each for s in results):
+        seen = best.setdefault(result.session_id, result)
+        if _RANK[result.outcome] > _RANK[seen.outcome]:
+            best[result.session_id] = result
+    return summarize(list(best.values()), left_behind=left_behind)
+
+
+_RANK = {
+    GenerationResult.SKIPPED: 0,
+    GenerationResult.FAILED: 1,
+    GenerationResult.SUPERSEDED: 2,
+    GenerationResult.COMPLETED: 2,
+}
+"""Which of a session's results in one pass tells what happened to it: one that called the
+service over a skip (another caller of the same run made the call), and the success over the
+failure before it (a pass never calls a session again once it succeeded)."""
+
+
+def _generate_until_own(
+    request: BulkRegisterRequest, generate: Gate, resume: bool
+) -> list[SessionResult]:
+    """``request`` through the gate, again while the gate spent its turn on an earlier
+    session in its place (each such turn claimed one, so this ends): every result, its own
+    last."""
+    results = [_generate_one(request, generate, resume)]
+    while results[-1].session_id != request.session_id:
+        results.append(_generate_one(request, generate, resume))
+    return results
 
 
 def generate_retrying_unrecorded(
@@ -134,28 +166,42 @@ def generate_retrying_unrecorded(
     retries: int,
     first_delay_s: float,
     sleep: Callable[[float], None] = time.sleep,
+    taken: Callable[[int], BulkRegisterRequest | None] = lambda _: None,
+    then: Next | None = None,
 ) -> SweepReport:
     """Each session through ``generate`` (a run of several), then up to ``retries`` more
     rounds, ``first_delay_s`` doubling between them, for the sessions whose result this run
     could not record (retryable, with no wait for the watchdog): only their own run can
-    resume their claim. A session the watchdog comes back for never holds the run."""
+    resume their claim. A session the watchdog comes back for never holds the run. ``taken``:
+    the request of a session the gate generated in another's place (``Pull.request_for``);
+    ``then``: what the first round takes once its own sessions are done (``generate_each``)."""
     by_session = {r.session_id: r for r in requests}
     results: dict[int, SessionResult] = {}
     pending = list(requests)
     for number in tries(first_delay_s, at_most=retries + 1, sleep=sleep):
         if number:
             log_event(logger, logging.INFO, "generation.retrying_in_run", sessions=len(pending))
-        done = generate_each(pending, generate, left_behind=0, concurrency=concurrency)
+        # The first round's callers may hold one another's claims (a gate that pulls); only
+        # a later round resumes this run's claims.
+        done = generate_each(
+            pending,
+            generate,
+            left_behind=0,
+            concurrency=concurrency,
+            resume=number > 0,
+            then=None if number else then,
+        )
         results.update({s.session_id: s for s in done.sessions})
         pending = [
-            by_session[s.session_id]
+            request
             for s in done.sessions
             if s.outcome == GenerationResult.FAILED
             and who_tries_again(bool(s.retryable), s.retry_in_s, sweep_on=True) is By.THIS_RUN
+            and (request := by_session.get(s.session_id) or taken(s.session_id)) is not None
         ]
         if not pending:
             break
-    return summarize([results[r.session_id] for r in requests], left_behind=0)
+    return summarize(list(results.values()), left_behind=0)
 
 
 def summarize(sessions: Sequence[SessionResult], *, left_behind: int) -> SweepReport:
@@ -174,14 +220,34 @@ def summarize(sessions: Sequence[SessionResult], *, left_behind: int) -> SweepRe
     )
 
 
-def _generate_one(request: BulkRegisterRequest, generate: Gate) -> SessionResult:
-    session_id = request.session_id
+def _generate_one(request: BulkRegisterRequest, generate: Gate, resume: bool) -> SessionResult:
+    result = _result_of(lambda: generate(request, resume=resume), request.session_id)
+    assert result is not None, "the gate always answers for a session it was given"
+    return result
+
+
+def _generate_next(then: Next) -> list[SessionResult]:
+    """What ``then`` generates, one session after another, until it has none."""
+    results = []
+    while (result := _result_of(then, None)) is not None:
+        results.append(result)
+    return results
+
+
+def _result_of(
+    attempt: Callable[[], GenerationOutcome | None], session_id: int | None
+) -> SessionResult | None:
+    """One pass through the gate as a session's result (for the session it acted on), or None
+    when it acted on none (an unexpected error with no session named: logged)."""
     try:
-        outcome = generate(request)
+        outcome = attempt()
     except GenerationFailed as exc:
-        # generate_for_session logged it with context.
+        # generate_for_session logged it with context; it names the session it was for.
         return SessionResult(
-            session_id, GenerationResult.FAILED, retryable=exc.retryable, retry_in_s=exc.retry_in_s
+            exc.session_id,
+            GenerationResult.FAILED,
+            retryable=exc.retryable,
+            retry_in_s=exc.retry_in_s,
         )
     except Exception as exc:  # noqa: BLE001 - one broken session must not stop the rest
         log_event(
@@ -192,8 +258,16 @@ def _generate_one(request: BulkRegisterRequest, generate: Gate) -> SessionResult
             session_id=session_id,
             error=describe(exc),
         )
-        return SessionResult(session_id, GenerationResult.FAILED, retryable=True)
-    return SessionResult(session_id, outcome.result, outcome.lag_seconds)
+        return (
+            None
+            if session_id is None
+            else SessionResult(session_id, GenerationResult.FAILED, retryable=True)
+        )
+    return (
+        None
+        if outcome is None
+        else SessionResult(outcome.session_id, outcome.result, outcome.lag_seconds)
+    )
 
 
 def _log_finished(event: str, report: SweepReport) -> None:

@@ -99,9 +99,9 @@ def test_sweep_counts_a_session_claimed_meanwhile_as_skipped(
     _overdue(engine, 1)
     registrar = RecordingRegistrar()
 
-    def racing_generate(request: BulkRegisterRequest) -> GenerationOutcome:
+    def racing_generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         assert repository.claim(request.session_id) is not None  # an event run wins first
-        return bind_gate(repository, registrar, Trigger.CRON)(request)
+        return bind_gate(repository, registrar, Trigger.CRON)(request, resume=resume)
 
     report = sweep_overdue_sessions(repository, racing_generate)
     assert (report.found, report.skipped, report.completed) == (1, 1, 0)
@@ -113,7 +113,7 @@ def test_sweep_survives_unexpected_errors(
 ) -> None:
     ids = _overdue(engine, 2)
 
-    def broken(request: BulkRegisterRequest) -> GenerationOutcome:
+    def broken(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         raise KeyError(request.session_id)
 
     report = sweep_overdue_sessions(repository, broken)

@@ -23,7 +23,7 @@ def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
 ) -> None:
     seen: list[int] = []
 
-    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+    def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         session_id = request.session_id
         seen.append(session_id)
         if session_id == 2:
@@ -44,7 +44,10 @@ def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
 
 
 def test_nothing_to_do() -> None:
-    report = generate_each([], lambda _: pytest.fail("nothing to generate"), left_behind=0)
+    def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
+        pytest.fail("nothing to generate")
+
+    report = generate_each([], generate, left_behind=0)
     assert (report.found, report.completed, report.failed) == (0, 0, 0)
 
 
@@ -54,7 +57,7 @@ def test_only_results_this_run_could_not_record_are_retried_in_it() -> None:
     again, and the run never waits for them."""
     calls: dict[int, int] = {}
 
-    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+    def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         session_id = request.session_id
         calls[session_id] = calls.get(session_id, 0) + 1
         if session_id == 1 and calls[1] < 3:
@@ -94,7 +97,7 @@ def test_a_run_of_several_retries_exactly_what_the_one_rule_gives_to_this_run(
     run's op retries exactly then."""
     calls: list[int] = []
 
-    def generate(request: BulkRegisterRequest) -> GenerationOutcome:
+    def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         calls.append(request.session_id)
         raise GenerationFailed(
             "failed", session_id=1, attempt=1, retryable=retryable, retry_in_s=retry_in_s
