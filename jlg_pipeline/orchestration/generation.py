@@ -155,8 +155,8 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
             for i, sid in enumerate(repository.in_time_order([r.session_id for r in requests]))
         }
         requests.sort(key=lambda r: order[r.session_id])
-        # Across runs too: a turn goes to the earliest session any unfinished run lists.
-        # and once its own are done, the run's callers stay on the cohort while it waits.
+        # Across runs too: a turn goes to the earliest session any unfinished run lists, and
+        # once this run's own are done its callers stay on the cohort while any of it waits.
         pull = Pull(lambda: listed_requests(context.instance))
         view = database.view()
         final = generate_retrying_unrecorded(

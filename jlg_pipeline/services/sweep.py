@@ -122,7 +122,7 @@ def generate_each(
     report lists the sessions in the order given, then those generated in their place (a gate
     that pulls: services/pull.py), each with what happened to it (a failure says whether it
     is retryable)."""
-    workers = max(min(concurrency, len(requests)), 1)
+    workers = concurrency if then is not None else max(min(concurrency, len(requests)), 1)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="generate") as pool:
         each = list(pool.map(lambda r: _generate_until_own(r, generate, resume), requests))
         if then is not None:
