@@ -3,16 +3,20 @@ the overdue ones the metrics count. Each set is written once, and each is read t
 partial index whose predicates it repeats (migrations 0002, 0003, 0008), so its cost follows
 what is due, not the table's history."""
 
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     CompoundSelect,
+    Float,
     Select,
     and_,
     delete,
+    exists,
+    false,
     func,
     literal,
     or_,
@@ -20,6 +24,7 @@ from sqlalchemy import (
     true,
     union_all,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor
@@ -143,20 +148,39 @@ class CandidateQueries(SessionStatements):
             return int(conn.execute(statement).scalar_one())
 
     def find_unattended(
-        self, limit: int, leave: Collection[int] = frozenset()
+        self, limit: int, leave: Mapping[int, float] | None = None
     ) -> Sequence[DueSession]:
         """The watchdog's candidates: due sessions no live attempt holds, whatever became of
         their event. SCHEDULED with a time more than the watchdog's grace ago (never claimed
-        this cycle; those in ``leave`` left out, so the batch reaches past sessions a run is
-        about to claim) or held by the online-session service's shared view until now
+        this cycle) or held by the online-session service's shared view until now
         (``jlg_held_session``: ``retry_at`` says until when), IN_PROGRESS gone stale, or
         FAILED retryably with its wait over (a non-retryable failure is the sweep's and a
         person's); not deleted; oldest first, at most ``limit``, each once; each with the admin
-        of its newest intent change. Each tier is read through its own index."""
+        of its newest intent change. Each tier is read through its own index.
+
+        ``leave``: sessions launched lately (id → when, Unix seconds), left out unless their
+        run has tried them since (failed, or was held by the service, after the launch); a
+        never-claimed one is left out whatever its wait says. So a batch reaches past the
+        sessions runs are about to take, in every tier."""
         limit = validation.positive_limit(limit)
         # Ids parsed where they entered (the watchdog's cursor, Dagster's run configs) or read
         # from the database.
-        left = list(leave)
+        leave = leave or {}
+        launched = (
+            func.unnest(
+                literal(list(leave), ARRAY(BigInteger)), literal(list(leave.values()), ARRAY(Float))
+            )
+            .table_valued("id", "at")
+            .render_derived()
+        )
+
+        def left(tried_at: ColumnElement[datetime], always: ColumnElement[bool]) -> Any:
+            """Launched lately and not tried since: not a candidate yet."""
+            return ~exists().where(
+                launched.c.id == ps.c.id,
+                or_(always, tried_at.is_(None), tried_at <= func.to_timestamp(launched.c.at)),
+            )
+
         columns = [
             ps.c.id,
             ps.c.link_generation_at,
@@ -171,7 +195,7 @@ class CandidateQueries(SessionStatements):
                 ps.c.deleted_at.is_(None),
                 unattended(self.windows.stale_ms),
                 ps.c.link_generation_at <= func.now() - ms(self.windows.watchdog_grace_ms),
-                or_(~never_claimed(), ps.c.id.not_in(left)) if left else true(),
+                left(ps.c.link_generation_retry_at, never_claimed()) if leave else true(),
             )
             .order_by(ps.c.link_generation_at, ps.c.id)
             .limit(limit)
@@ -184,6 +208,7 @@ class CandidateQueries(SessionStatements):
                 ps.c.link_generation_status == S.FAILED.value,
                 ps.c.link_generation_retry_at.is_not(None),
                 ps.c.link_generation_retry_at <= func.now(),
+                left(ps.c.link_generation_retry_at, false()) if leave else true(),
             )
             .order_by(ps.c.link_generation_retry_at, ps.c.id)
             .limit(limit)
@@ -196,6 +221,7 @@ class CandidateQueries(SessionStatements):
                 ps.c.deleted_at.is_(None),
                 never_claimed(),
                 ps.c.link_generation_at <= func.now(),
+                left(hs.c.not_before, false()) if leave else true(),
             )
             .order_by(hs.c.not_before)
             .limit(limit)

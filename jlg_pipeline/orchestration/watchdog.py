@@ -22,7 +22,7 @@ with its wait over (a 429 held it) is launched again at once, not after RELAUNCH
 
 import json
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 
 from dagster import (
     DagsterInstance,
@@ -89,30 +89,27 @@ def decode_launched(cursor: str | None, now: float) -> dict[int, float]:
     return launched
 
 
-def _tried_since(session: DueSession, launched_at: float) -> bool:
-    """Whether the run launched for ``session`` has tried it since: it failed after the launch
-    (its wait is over, or it would not be a candidate)."""
-    return session.retry_at is not None and session.retry_at.timestamp() > launched_at
-
-
 def _unattended(
     instance: DagsterInstance,
     repository: ProgramSessionRepository,
-    launched: Collection[int],
+    launched: Mapping[int, float],
     now: float,
     silent_for_s: float,
 ) -> Sequence[DueSession]:
-    """The watchdog's candidates, the never-claimed sessions it launched lately left out, and
-    those a live run (or its lane's queue) is about to claim (domain/awaited.py): a cohort
-    draining at the budget's rate is not lost. Dagster is asked only when such sessions are
-    among the candidates; then the batch is read again past them."""
+    """The watchdog's candidates, those it launched lately left out until their run has tried
+    them (``find_unattended``), and those a live run (or its lane's queue) is about to claim
+    (domain/awaited.py): a cohort draining at the budget's rate is not lost. Dagster is asked
+    only when never-claimed sessions are among the candidates; then the batch is read again
+    past them."""
     due = repository.find_unattended(WATCHDOG_BATCH, leave=launched)
     if not any(s.status is S.SCHEDULED for s in due):
         return due
     taken = awaited(generation_runs_seen(instance), now, silent_for_s)
     if not taken:
         return due
-    return repository.find_unattended(WATCHDOG_BATCH, leave={*launched, *taken})
+    return repository.find_unattended(
+        WATCHDOG_BATCH, leave={**dict.fromkeys(taken, now), **launched}
+    )
 
 
 def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
@@ -144,14 +141,13 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
                 cursor=json.dumps(launched),
             )
         repository = database.repository()
-        due = _unattended(
+        fresh = _unattended(
             context.instance,
             repository,
-            launched.keys(),
+            launched,
             now,
             database.call_bound_s + PROBE_MARGIN_S,
         )
-        fresh = [s for s in due if s.id not in launched or _tried_since(s, launched[s.id])]
         if look.state.down:
             fresh = fresh[:1]  # one session finds out whether the service is back
         try:
@@ -160,7 +156,9 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
             # A hold left behind only asks for its session once more, a minute on.
             context.log.warning(f"held sessions not forgotten: {exc}")
         if not fresh:
-            waiting = f" ({len(due)} launched lately, not yet claimed)" if due else ""
+            waiting = (
+                f" ({len(launched)} launched in the last {RELAUNCH_AFTER_S} s)" if launched else ""
+            )
             return SensorResult(
                 skip_reason=f"no unattended due session{waiting}", cursor=json.dumps(launched)
             )

@@ -269,6 +269,49 @@ def test_the_watchdog_reaches_past_a_batch_its_runs_still_hold(engine: Engine, d
     assert launched(second) == ids[WATCHDOG_BATCH:]
 
 
+@pytest.mark.parametrize("waiting", ["failed", "held"])
+def test_the_watchdog_reaches_past_failed_and_held_sessions_it_launched_lately(
+    engine: Engine, db_url: str, waiting: str
+) -> None:
+    """After a heal the sessions wait FAILED with their retry due, or held by the service's
+    view until now: the next tick launches the ones after the first batch while that batch
+    waits in its runs. (The bench's drain after a 3-minute hang: each tick found its last
+    batch again, launched 100 new sessions of 200, and the drain went at half the budget.)"""
+    ids, _ = arm_cohort(engine, WATCHDOG_BATCH + 30, lead_s=-30)
+    with engine.begin() as conn:
+        if waiting == "failed":
+            conn.execute(
+                text(
+                    "UPDATE hdb_program_session SET link_generation_status = 'FAILED',"
+                    " link_generation_attempt = 1,"
+                    " link_generation_retry_at = now() - interval '1 second'"
+                )
+            )
+        else:
+            conn.execute(
+                text(
+                    "INSERT INTO jlg_held_session (program_session_id, not_before)"
+                    " SELECT id, now() - interval '1 second' FROM hdb_program_session"
+                )
+            )
+    instance = DagsterInstance.ephemeral()
+    # A grace longer than the cohort has waited: only its failure or its hold makes it due.
+    first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=600_000)
+    second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=600_000)
+
+    def launched(result: SensorResult | SkipReason) -> list[int]:
+        return [
+            entry["programSessionId"]
+            for request in _requests(result)
+            for entry in request.run_config["ops"]["generate_join_links_shared"]["config"][
+                "sessions"
+            ]
+        ]
+
+    assert launched(first) == ids[:WATCHDOG_BATCH]
+    assert launched(second) == ids[WATCHDOG_BATCH:]
+
+
 def test_the_watchdog_is_off_with_the_scheduler(
     engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
