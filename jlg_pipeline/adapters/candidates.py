@@ -24,7 +24,7 @@ from sqlalchemy import (
     true,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, distinct_on
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor
@@ -227,19 +227,18 @@ class CandidateQueries(SessionStatements):
             .limit(limit)
         )
         tiers = union_all(fresh, retrying, held).subquery()
-        statement = select(tiers).order_by(tiers.c.link_generation_at, tiers.c.id).limit(limit)
+        # A session in two tiers (held, and past the grace) once, with its latest hold, before
+        # the limit: a batch of held sessions past the grace was half a batch.
+        latest = func.coalesce(tiers.c.link_generation_retry_at, tiers.c.link_generation_at)
+        once = (
+            select(tiers)
+            .ext(distinct_on(tiers.c.id))
+            .order_by(tiers.c.id, latest.desc())
+            .subquery()
+        )
+        statement = select(once).order_by(once.c.link_generation_at, once.c.id).limit(limit)
         with translate_errors("finding unattended sessions"), self._engine.connect() as conn:
-            rows = conn.execute(statement).all()
-        # A session in two tiers (held, and past the grace) once, with its latest hold.
-        once: dict[int, DueSession] = {}
-        for row in rows:
-            session = due_session(row)
-            kept = once.get(session.id)
-            if kept is None or (session.retry_at or session.link_generation_at) > (
-                kept.retry_at or kept.link_generation_at
-            ):
-                once[session.id] = session
-        return list(once.values())
+            return [due_session(row) for row in conn.execute(statement)]
 
     def forget_held(self, session_ids: Sequence[int]) -> None:
         """The watchdog launched these: their holds are spent. Holds whose session is no

@@ -269,7 +269,7 @@ def test_the_watchdog_reaches_past_a_batch_its_runs_still_hold(engine: Engine, d
     assert launched(second) == ids[WATCHDOG_BATCH:]
 
 
-@pytest.mark.parametrize("waiting", ["failed", "held"])
+@pytest.mark.parametrize("waiting", ["failed", "held", "held past the grace"])
 def test_the_watchdog_reaches_past_failed_and_held_sessions_it_launched_lately(
     engine: Engine, db_url: str, waiting: str
 ) -> None:
@@ -295,9 +295,11 @@ def test_the_watchdog_reaches_past_failed_and_held_sessions_it_launched_lately(
                 )
             )
     instance = DagsterInstance.ephemeral()
-    # A grace longer than the cohort has waited: only its failure or its hold makes it due.
-    first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=600_000)
-    second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=600_000)
+    # A grace longer than the cohort has waited: only its failure or its hold makes it due;
+    # past the grace, a held session is a candidate twice over (and one batch is one each).
+    grace_ms = 10_000 if waiting == "held past the grace" else 600_000
+    first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=grace_ms)
+    second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=grace_ms)
 
     def launched(result: SensorResult | SkipReason) -> list[int]:
         return [
