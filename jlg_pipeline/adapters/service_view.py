@@ -126,15 +126,15 @@ class ServiceView:
 
     def pause_before_the_call(self, patience_s: float = MAX_SLOT_WAIT_S) -> datetime | None:
         """Right before a call: a pause the service asked for after this caller's turn is
-        waited out when it ends within ``patience_s``; a longer one's end is returned (the
-        call is not to be made). None: call now."""
-        held = self.look().pause()
-        if held is None:
-            return None
-        wait_s = ask_again_in(held, patience_s)
-        if wait_s is None:
-            return held.at
-        time.sleep(wait_s)
+        waited out when it ends within ``patience_s``, and looked at again then (a 429 to a
+        call in flight may have lengthened it); a longer one's end is returned (the call is
+        not to be made). None: call now."""
+        deadline = time.monotonic() + patience_s
+        while (held := self.look().pause()) is not None:
+            wait_s = ask_again_in(held, deadline - time.monotonic())
+            if wait_s is None:
+                return held.at
+            time.sleep(wait_s)
         return None
 
     def not_used(self, turn: Turn) -> None:

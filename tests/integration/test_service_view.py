@@ -354,6 +354,32 @@ def test_a_long_pause_that_begins_after_a_callers_turn_stops_its_call(
     assert session_row(engine, sid)["link_generation_status"] == "FAILED"
 
 
+def test_a_caller_waiting_out_a_pause_heeds_a_429_that_lengthens_it_meanwhile(
+    engine: Engine,
+) -> None:
+    """Two calls in flight when the service throttled come back 429 a few milliseconds apart;
+    a caller that began waiting out the first pause calls only after the second ends (the
+    budget bench's default case: 24 calls at 0.93-0.998 s after a 429 with Retry-After: 1,
+    each woken at the end of the pause it had seen)."""
+    view = ServiceView(engine)
+    view.report(Health.THROTTLED, 0.3, view.take_turn())
+    waited: list[float] = []
+
+    def caller() -> None:
+        started = time.monotonic()
+        assert view.pause_before_the_call(patience_s=5) is None
+        waited.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    time.sleep(0.1)
+    view.report(Health.THROTTLED, 1.0, view.take_turn())
+    thread.join(timeout=10)
+    # The second pause was reported 0.1 s after the caller began and lasts 1 s.
+    assert waited, "the caller came back"
+    assert waited[0] >= 1.05, waited
+
+
 def test_the_breaker_holds_every_session_while_the_service_is_down_and_the_first_answer_frees_them(
     engine: Engine, repository: ProgramSessionRepository
 ) -> None:
