@@ -84,6 +84,15 @@ def _requests(result: SensorResult | SkipReason) -> list[RunRequest]:
     return list(result.run_requests or []) if isinstance(result, SensorResult) else []
 
 
+def _launched(result: SensorResult | SkipReason) -> list[int]:
+    """The sessions a watchdog tick launched, in its runs' order."""
+    return [
+        entry["programSessionId"]
+        for request in _requests(result)
+        for entry in request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
+    ]
+
+
 def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
     engine: Engine, db_url: str
 ) -> None:
@@ -256,17 +265,8 @@ def test_the_watchdog_reaches_past_a_batch_its_runs_still_hold(engine: Engine, d
     first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
     second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=10_000)
 
-    def launched(result: SensorResult | SkipReason) -> list[int]:
-        return [
-            entry["programSessionId"]
-            for request in _requests(result)
-            for entry in request.run_config["ops"]["generate_join_links_shared"]["config"][
-                "sessions"
-            ]
-        ]
-
-    assert launched(first) == ids[:WATCHDOG_BATCH]
-    assert launched(second) == ids[WATCHDOG_BATCH:]
+    assert _launched(first) == ids[:WATCHDOG_BATCH]
+    assert _launched(second) == ids[WATCHDOG_BATCH:]
 
 
 @pytest.mark.parametrize("waiting", ["failed", "held", "held past the grace"])
@@ -301,17 +301,8 @@ def test_the_watchdog_reaches_past_failed_and_held_sessions_it_launched_lately(
     first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=grace_ms)
     second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=grace_ms)
 
-    def launched(result: SensorResult | SkipReason) -> list[int]:
-        return [
-            entry["programSessionId"]
-            for request in _requests(result)
-            for entry in request.run_config["ops"]["generate_join_links_shared"]["config"][
-                "sessions"
-            ]
-        ]
-
-    assert launched(first) == ids[:WATCHDOG_BATCH]
-    assert launched(second) == ids[WATCHDOG_BATCH:]
+    assert _launched(first) == ids[:WATCHDOG_BATCH]
+    assert _launched(second) == ids[WATCHDOG_BATCH:]
 
 
 def test_the_watchdog_is_off_with_the_scheduler(
