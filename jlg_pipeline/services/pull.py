@@ -1,10 +1,11 @@
-"""Earliest first across runs (docs/design.md "The online-session service: one shared view"):
-what a caller with a turn of the service may claim instead of its own session. Every unfinished
-generation run lists its sessions, each with a request (role, batch size, actor); a caller
-claims the earliest waiting one of them at or before its own (``ProgramSessionRepository.claim``
-with ``pull``) and calls for it with the request its run lists it with. So concurrent runs
-drain one queue in time order, and a run whose sessions others took ends early instead of every
-run ending together."""
+"""Earliest first across runs (docs/design.md "The one gate, precisely", "Earliest first
+across runs"): what a caller with a turn of the service may claim instead of its own session.
+Every unfinished generation run lists its sessions, each with a request (role, batch size,
+actor); a caller claims the earliest waiting one of them at or before its own
+(``ProgramSessionRepository.claim`` with ``pull``), or any once its run's own are done
+(``claim_earliest``), and calls for it with the request its run lists it with. So concurrent
+runs drain one queue in time order, and runs queued behind a cohort find their sessions done
+instead of the cohort waiting for their launch."""
 
 import logging
 import threading

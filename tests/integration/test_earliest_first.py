@@ -1,5 +1,5 @@
-"""Earliest first across runs (docs/design.md "The online-session service: one shared view",
-"Earliest first"): a caller with a turn of the service claims the earliest due session any
+"""Earliest first across runs (docs/design.md "The one gate, precisely", "Earliest first
+across runs"): a caller with a turn of the service claims the earliest due session any
 unfinished generation run lists, at or before its own, and calls for it with the request that
 run lists it with. Time order then holds across concurrent runs, not only within one, and a
 run's sessions taken by others end it early instead of every run ending together."""
