@@ -4,6 +4,7 @@ stack and the Dagster resources (which hand over the values the code location re
 :class:`~jlg_pipeline.config.Settings`). Nothing connects at import; AWS and HTTP clients are
 made only when asked for."""
 
+import getpass
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,6 +16,7 @@ from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.sqs_queue import SqsQueue, sqs_client
 from jlg_pipeline.config import RegistrarKind, Settings
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindows
@@ -119,6 +121,26 @@ def build_queue(
     """The JOIN_LINK_GENERATION queue (boto3 loads only when it is made)."""
     client = sqs_client(region_name=region, endpoint_url=endpoint_url)
     return SqsQueue(client, queue_url, visibility_timeout=visibility_timeout_s)
+
+
+def service_command(settings: Settings, command: str, by: str | None = None) -> list[str]:
+    """``jlg service show`` / ``resume``: the shared view's lines, after a resume when asked."""
+    from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
+    from jlg_pipeline.services import service_control
+
+    engine = build_engine(settings.database_url)
+    try:
+        budget = settings.online_session_budget()
+        lines: list[str] = []
+        if command == "resume":
+            view = ServiceView(engine, budget, settings.online_session_timeout_s)
+            before, _ = service_control.resume(view, by or getpass.getuser())
+            was = "paused" if before.paused_until is not None else "clear"
+            lines.append(f"resumed (it was {was}, breaker {'open' if before.down else 'closed'})")
+        snapshot = read_metrics_snapshot(engine, budget, settings.windows)
+        return lines + service_control.shown(snapshot)
+    finally:
+        engine.dispose()
 
 
 def resync_schedules(settings: Settings) -> int:

@@ -55,6 +55,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "EventBridge from the database (after turning the scheduler on, recreating the "
         "schedule group, moving region)",
     )
+    service = sub.add_parser(
+        "service", help="the online-session service as every caller sees it (pause, breaker)"
+    )
+    service_sub = service.add_subparsers(dest="service_command", required=True)
+    service_sub.add_parser("show", help="print the pause, the breaker, the budget and the backlog")
+    resume = service_sub.add_parser(
+        "resume",
+        help="clear a pause or an open breaker now (every session it held is due at once); "
+        "on record with who and when",
+    )
+    resume.add_argument(
+        "--by", default=None, help="who is resuming (default: this login's user name)"
+    )
     token = sub.add_parser(
         "token", help="mint an HS256 bearer token from JLG_JWT_SECRET (local use)"
     )
@@ -99,6 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         url = settings.database_url
+        if args.command == "service":
+            print(
+                "\n".join(
+                    bootstrap.service_command(
+                        settings, args.service_command, getattr(args, "by", None)
+                    )
+                )
+            )
+            return 0
         if args.command == "schedules":
             marked = bootstrap.resync_schedules(settings.model_copy(update={"database_url": url}))
             print(

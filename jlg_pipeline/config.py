@@ -24,7 +24,7 @@ from jlg_pipeline.domain.run_sharing import (
     MAX_SESSIONS_PER_RUN,
     RunSharing,
 )
-from jlg_pipeline.domain.service_view import Budget
+from jlg_pipeline.domain.service_view import DEFAULT_MAX_PAUSE_S, Budget
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jlg"
 MIN_JWT_SECRET_BYTES = 32
@@ -182,6 +182,14 @@ class Settings(BaseSettings):
         None, validation_alias="JLG_ONLINE_SESSION_BURST", ge=1, le=100_000, allow_inf_nan=False
     )
     """Calls that may start at once (default: one second's worth)."""
+    online_session_max_pause_s: float = Field(
+        DEFAULT_MAX_PAUSE_S,
+        validation_alias="JLG_ONLINE_SESSION_MAX_PAUSE_S",
+        ge=1,
+        le=86_400,
+        allow_inf_nan=False,
+    )
+    """The longest pause one answer's ``Retry-After`` imposes on every caller; then one probe."""
     jwt_secret: str | None = Field(None, validation_alias="JLG_JWT_SECRET", repr=False)
     jwt_public_key: str | None = Field(None, validation_alias="JLG_JWT_PUBLIC_KEY", repr=False)
     jwt_issuer: str | None = Field(None, validation_alias="JLG_JWT_ISSUER")
@@ -290,7 +298,9 @@ class Settings(BaseSettings):
         return self
 
     def online_session_budget(self) -> Budget:
-        return Budget.of(self.online_session_rate, self.online_session_burst)
+        return Budget.of(
+            self.online_session_rate, self.online_session_burst, self.online_session_max_pause_s
+        )
 
     def run_sharing(self) -> RunSharing:
         return RunSharing(self.max_sessions_per_run, self.share_runs_above)

@@ -2,7 +2,23 @@
 the record (``record.jlg_event``, ``record.jlg_fields``) for JSON formatters and tests."""
 
 import logging
+import re
 from typing import Any
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0, DEL, C1 and Unicode's line and paragraph separators: a field holding one could end the
+line, forge another event or drive the reader's terminal."""
+
+
+def escaped(text: str) -> str:
+    """``text`` with every character of _UNPRINTABLE written as its escape (``\\n``,
+    ``\\x1b``, ``\\u2028``) and backslashes doubled: one line is one event, whatever a field
+    from outside holds, and the escape reads back unambiguously."""
+    return _UNPRINTABLE.sub(_escape, text.replace("\\", "\\\\"))
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 def log_event(
@@ -13,7 +29,9 @@ def log_event(
     exc_info: BaseException | None = None,
     **fields: Any,
 ) -> None:
-    text = " ".join(f"{key}={value}" for key, value in fields.items() if value is not None)
+    text = " ".join(
+        f"{key}={escaped(str(value))}" for key, value in fields.items() if value is not None
+    )
     logger.log(
         level,
         "%s %s",

@@ -207,6 +207,14 @@ def service_figures(snapshot: MetricsSnapshot) -> Iterator[Metric]:
             "Unix time the breaker last opened or closed",
             value=state.changed_at.timestamp(),
         )
+    if state.resumed_at is not None:
+        # Who did is in the log line `service.resumed` (a label would be unbounded).
+        yield GaugeMetricFamily(
+            "jlg_online_session_resumed_timestamp_seconds",
+            "Unix time an operator last cleared the service's pause or breaker "
+            "(jlg service resume)",
+            value=state.resumed_at.timestamp(),
+        )
 
 
 def orchestrator_figures(snapshot: OrchestratorSnapshot, read_at: float) -> Iterator[Metric]:

@@ -28,9 +28,11 @@ from jlg_pipeline.domain.service_view import (
     ViewState,
     after_call,
     ask_again_in,
+    bounded,
     due_again_at,
     give_back,
     held_by_all,
+    resumed,
     take_turn,
 )
 
@@ -169,10 +171,29 @@ class ServiceView:
         probed = turn.verdict is Verdict.PROBE
 
         def change(state: ViewState, now: datetime) -> tuple[ViewState, ViewState]:
-            after = after_call(state, health, now, retry_after_s, probed=probed)
+            after = after_call(
+                state,
+                health,
+                now,
+                retry_after_s,
+                probed=probed,
+                max_pause_s=self.budget.max_pause_s,
+            )
             return after, after
 
         return self._change("reporting a call's result", change)
+
+    def resume(self, by: str) -> tuple[ViewState, ViewState]:
+        """An operator clears a pause or an open breaker (domain ``resumed``): the row before
+        and after."""
+
+        def change(
+            state: ViewState, now: datetime
+        ) -> tuple[tuple[ViewState, ViewState], ViewState]:
+            after = resumed(state, now, by)
+            return (state, after), after
+
+        return self._change("resuming the service", change)
 
     def look(self) -> Look:
         """The row now (no lock, nothing changed): for the watchdog and /metrics."""
@@ -182,7 +203,8 @@ class ServiceView:
             ).first()
             if row is None:
                 return Look(ViewState(), conn.execute(select(func.now())).scalar_one(), self.budget)
-        return Look(ViewState(*row[:-1]), row[-1], self.budget)
+        now = row[-1]
+        return Look(self._bounded(ViewState(*row[:-1]), now), now, self.budget)
 
     def _change(
         self, action: str, decide: Callable[[ViewState, datetime], tuple[T, ViewState]]
@@ -190,12 +212,16 @@ class ServiceView:
         """``decide`` on the row, locked, on the database's clock; its new row written when it
         changed anything (most calls change nothing: no write)."""
         with translate_errors(action), self._engine.begin() as conn:
-            state, now = self._locked(conn)
-            result, changed = decide(state, now)
-            if changed != state:
+            stored, now = self._locked(conn)
+            result, changed = decide(self._bounded(stored, now), now)
+            changed = self._bounded(changed, now)
+            if changed != stored:
                 values = {f.name: getattr(changed, f.name) for f in fields(ViewState)}
                 conn.execute(update(view).where(view.c.name == self._name).values(values))
         return result
+
+    def _bounded(self, state: ViewState, now: datetime) -> ViewState:
+        return bounded(state, self.budget, now, self._probe_hold_s)
 
     def _locked(self, conn: Connection) -> tuple[ViewState, datetime]:
         locked = select(*STATE_COLUMNS, func.now()).where(view.c.name == self._name)

@@ -296,6 +296,9 @@ service_view = Table(
     Column("probe_until", DateTime(timezone=True), nullable=True),
     Column("changed_at", DateTime(timezone=True), nullable=True),
     Column("healed_at", DateTime(timezone=True), nullable=True),
+    # Migration 0014: the operator who last cleared it (``jlg service resume``), and when.
+    Column("resumed_at", DateTime(timezone=True), nullable=True),
+    Column("resumed_by", String(64), nullable=True),
 )
 """Migration 0011: one shared view of an external service (domain/service_view.py): its rate
 budget, a pause it asked for and its breaker, read and changed by every caller."""

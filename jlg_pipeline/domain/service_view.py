@@ -15,6 +15,11 @@ what one caller may do now (:func:`take_turn`) and what a call's result changes
   (timeout, refused connection, 5xx, garbage) mark it down; while down one caller at a time
   probes, every ``PROBE_EVERY_S``; the first answer closes it (``healed_at``), and every session
   it held is due at once.
+- **Bounds** (docs/design.md "Trust boundaries", "No single answer"): the row is shared, so one
+  answer decides for every session. No time in it lies further ahead than :func:`bounded`
+  allows (a pause at most ``Budget.max_pause_s``, then one probe; a probe's hold; the budget's
+  next slot), whatever an answer said or a row already holds, and an operator may clear a
+  pause or an open breaker (:func:`resumed`).
 """
 
 import math
@@ -39,6 +44,12 @@ DEFAULT_PAUSE_S = 1.0
 """A 429 that says no ``Retry-After``: pause everyone this long."""
 RECHECK_S = 0.25
 """How often a caller held by a probe that is out asks again: its answer frees everyone."""
+DEFAULT_MAX_PAUSE_S = 900.0
+"""The longest pause one answer may impose on every caller (``JLG_ONLINE_SESSION_MAX_PAUSE_S``):
+a ``Retry-After`` of decades would otherwise stop every path; when it ends one probe asks again,
+and a quota really spent answers with another pause."""
+MAX_FAILURES_COUNTED = 1_000
+"""Unwell answers in a row are counted up to here (the breaker opens at BREAKER_FAILURES)."""
 
 
 class Health(StrEnum):
@@ -66,18 +77,30 @@ def health_of(exc: BaseException | None) -> Health | None:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Calls a second (None: no budget) and how many may start at once."""
+    """What callers may spend of the service: calls a second (None: no budget), how many may
+    start at once, and the longest pause one of its answers may impose on all of them."""
 
     rate: float | None = None
     burst: float = 1.0
+    max_pause_s: float = DEFAULT_MAX_PAUSE_S
 
     @classmethod
-    def of(cls, rate: float | None, burst: float | None) -> "Budget":
+    def of(
+        cls, rate: float | None, burst: float | None, max_pause_s: float = DEFAULT_MAX_PAUSE_S
+    ) -> "Budget":
         """The budget the settings name: the burst defaults to one second's worth (at least
         one call)."""
         if rate is None:
-            return cls()
-        return cls(rate, max(burst if burst is not None else rate, 1.0))
+            return cls(max_pause_s=max_pause_s)
+        return cls(rate, max(burst if burst is not None else rate, 1.0), max_pause_s)
+
+    @property
+    def slot_horizon_s(self) -> float:
+        """How far ahead the budget's next slot may lie: a caller takes a slot at most
+        MAX_SLOT_WAIT_S away, and the slot after it is one interval and the burst further."""
+        if self.rate is None:
+            return 0.0
+        return MAX_SLOT_WAIT_S + (self.spendable + 1) / self.rate
 
     @property
     def spendable(self) -> float:
@@ -107,6 +130,10 @@ class ViewState:
     """When the breaker last opened or closed."""
     healed_at: datetime | None = None
     """When the breaker last closed: sessions it held are due from then."""
+    resumed_at: datetime | None = None
+    """When an operator last cleared a pause or the breaker (``jlg service resume``)."""
+    resumed_by: str | None = None
+    """Who did."""
 
     @property
     def down(self) -> bool:
@@ -213,6 +240,7 @@ def take_turn(
     def turn(verdict: Verdict, when: datetime, hold: Hold | None = None) -> Turn:
         return Turn(verdict, when, hold, (when - now).total_seconds())
 
+    state = bounded(state, budget, now, probe_hold_s)
     everyone = held_by_all(state, now)
     if everyone is not None:
         return everyone, state
@@ -249,6 +277,51 @@ def give_back(state: ViewState, turn: Turn) -> ViewState:
     return state
 
 
+def bounded(state: ViewState, budget: Budget, now: datetime, probe_hold_s: float) -> ViewState:
+    """``state`` with no time further ahead of ``now`` than one answer may set: a pause at most
+    ``budget.max_pause_s``, a probe's hold its call's bound (or PROBE_EVERY_S), the next slot
+    ``budget.slot_horizon_s``. A row that holds more (an older release's, a clock stepped back)
+    is read as if it held the bound."""
+
+    def capped(when: datetime | None, limit_s: float) -> datetime | None:
+        return None if when is None else min(when, now + timedelta(seconds=limit_s))
+
+    return replace(
+        state,
+        paused_until=capped(state.paused_until, budget.max_pause_s),
+        probe_until=capped(state.probe_until, max(probe_hold_s, PROBE_EVERY_S)),
+        next_slot_at=capped(state.next_slot_at, budget.slot_horizon_s),
+        failures=min(state.failures, MAX_FAILURES_COUNTED),
+    )
+
+
+def pause_s(retry_after_s: float | None, max_pause_s: float = DEFAULT_MAX_PAUSE_S) -> float:
+    """How long a throttled answer pauses everyone: its ``Retry-After`` (DEFAULT_PAUSE_S when
+    it gave none), within [0, ``max_pause_s``] whatever it said (NaN and infinities included),
+    before any date arithmetic."""
+    if retry_after_s is None:
+        return min(DEFAULT_PAUSE_S, max_pause_s)
+    if math.isnan(retry_after_s):
+        return max_pause_s
+    return min(max(retry_after_s, 0.0), max_pause_s)
+
+
+def resumed(state: ViewState, now: datetime, by: str) -> ViewState:
+    """An operator's clear (``jlg service resume``): no pause, the breaker closed (every session
+    it held due at once), the next call an ordinary one; who and when kept on the row."""
+    return replace(
+        state,
+        paused_until=None,
+        failures=0,
+        down_since=None,
+        probe_until=None,
+        changed_at=now if state.down else state.changed_at,
+        healed_at=now if state.down else state.healed_at,
+        resumed_at=now,
+        resumed_by=by,
+    )
+
+
 def after_call(
     state: ViewState,
     health: Health,
@@ -256,10 +329,12 @@ def after_call(
     retry_after_s: float | None = None,
     *,
     probed: bool = False,
+    max_pause_s: float = DEFAULT_MAX_PAUSE_S,
 ) -> ViewState:
-    """The row after a call's result says ``health``; ``probed``: that call was the probe."""
+    """The row after a call's result says ``health``; ``probed``: that call was the probe. A
+    pause lasts at most ``max_pause_s``, whatever the answer asked for."""
     if health is Health.UNWELL:
-        failures = state.failures + 1
+        failures = min(state.failures + 1, MAX_FAILURES_COUNTED)
         opens = not state.down and failures >= BREAKER_FAILURES
         next_probe = now + timedelta(seconds=PROBE_EVERY_S)
         if probed:
@@ -284,12 +359,15 @@ def after_call(
         healed_at=now if state.down else state.healed_at,
     )
     if health is Health.THROTTLED:
-        wait = retry_after_s if retry_after_s is not None else DEFAULT_PAUSE_S
-        until = now + timedelta(seconds=max(wait, 0.0))
+        until = now + timedelta(seconds=pause_s(retry_after_s, max_pause_s))
         # A probe still out keeps its hold: one probe at a time, whoever was throttled.
         return replace(
             healed,
-            paused_until=max(until, state.paused_until or until),
+            # Never shortened by a later answer, never past the bound by an earlier one.
+            paused_until=min(
+                max(until, state.paused_until or until),
+                now + timedelta(seconds=max_pause_s),
+            ),
             probe_until=None if probed else state.probe_until,
         )
     # An answer never shortens a pause still running (it may be to a call made before the

@@ -330,7 +330,13 @@ def _stop_if_paused_since(
     """The service asked for a pause after this caller's turn, longer than a caller waits:
     the claim ends FAILED without a call, due again when the pause ends (held by the service,
     not by a backoff of its own)."""
-    paused_until = view.pause_before_the_call()
+    try:
+        paused_until = view.pause_before_the_call()
+    except Exception as exc:  # noqa: BLE001 - the turn was given: a look that fails calls anyway
+        log_event(
+            logger, logging.WARNING, "generation.pause_unread", exc_info=exc, error=describe(exc)
+        )
+        return
     if paused_until is None:
         return
     not_called = RegistrarUnavailable(
@@ -428,7 +434,8 @@ def _record_completion(
 
 def _tell_the_view(view: ServiceTurns, turn: Turn, exc: Exception | None) -> ViewState | None:
     """What the call's result says about the service, told to every caller (None: it says
-    nothing about the service, or the database did not take it: the turn is given back)."""
+    nothing about the service, or it could not be told). Whatever goes wrong telling it, the
+    call's own result still reaches the row: COMPLETED, or FAILED with its retry due."""
     health = health_of(exc)
     retry_after_s = exc.retry_after_s if isinstance(exc, RegistrarUnavailable) else None
     try:
@@ -438,7 +445,16 @@ def _tell_the_view(view: ServiceTurns, turn: Turn, exc: Exception | None) -> Vie
         return view.report(health, retry_after_s, turn)
     except DatabaseUnavailable as db_exc:
         log_event(logger, logging.WARNING, "generation.view_unreported", error=str(db_exc))
-        return None
+    except Exception as bug:  # noqa: BLE001 - a fault of ours must not keep the mark from the row
+        log_event(
+            logger,
+            logging.ERROR,
+            "generation.view_unreported",
+            exc_info=bug,
+            health=health,
+            error=describe(bug),
+        )
+    return None
 
 
 def _failed(

@@ -233,6 +233,8 @@ class FakeTurns:
     unused: list[Turn] = field(default_factory=list)
     given_back: list[Turn] = field(default_factory=list)
     reports: list[tuple[Health, float | None]] = field(default_factory=list)
+    report_error: Exception | None = None
+    """Raised by every report (a fault of the view's, after it was asked)."""
 
     def wait_for_turn(self) -> Turn:
         now = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
@@ -254,4 +256,6 @@ class FakeTurns:
 
     def report(self, health: Health, retry_after_s: float | None, turn: Turn) -> ViewState:
         self.reports.append((health, retry_after_s))
+        if self.report_error is not None:
+            raise self.report_error
         return ViewState()

@@ -130,3 +130,30 @@ def test_a_mark_a_newer_attempt_fenced_out_is_superseded() -> None:
     outcome = _gate(sessions, turns)
     assert outcome.result is GenerationResult.SUPERSEDED
     assert (outcome.reason or "").startswith("a newer attempt")
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [OverflowError("date value out of range"), ValueError("int too large"), RuntimeError("bug")],
+)
+def test_a_view_that_fails_to_take_a_failure_still_leaves_it_failed_with_its_retry_due(
+    fault: Exception,
+) -> None:
+    """The audit's 13-digit Retry-After raised inside the view: the session stayed IN_PROGRESS
+    until the stale window, and no pause was recorded."""
+    sessions, turns = FakeSessions(), FakeTurns(report_error=fault)
+    registrar = RecordingRegistrar(
+        error=RegistrarUnavailable("bulkRegister answered 503", retry_after_s=1e15)
+    )
+    sessions.arm(7, S.SCHEDULED)
+    with pytest.raises(RetryableGenerationFailed) as failed:
+        _gate(sessions, turns, registrar)
+    assert failed.value.retry_in_s is not None
+    assert sessions.states[7].status is S.FAILED
+
+
+def test_a_view_that_fails_to_take_a_success_still_leaves_it_completed() -> None:
+    sessions, turns = FakeSessions(), FakeTurns(report_error=OverflowError("out of range"))
+    sessions.arm(7, S.SCHEDULED)
+    assert _gate(sessions, turns).result is GenerationResult.COMPLETED
+    assert sessions.states[7].status is S.COMPLETED

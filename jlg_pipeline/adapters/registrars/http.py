@@ -14,8 +14,8 @@ import json
 import logging
 import re
 import socket
-import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Annotated, Any
 
@@ -26,6 +26,9 @@ from jlg_pipeline.adapters.socket_deadlines import CallDeadline
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+from jlg_pipeline.log import log_event
+
+logger = logging.getLogger(__name__)
 
 # httpx logs every answer's status line (reason phrase included) at INFO, and httpcore the
 # raw protocol at DEBUG: both quote the service, whose answer may echo our token. Our own
@@ -228,23 +231,36 @@ def error_code(content: bytes, token: str) -> str | None:
     return None
 
 
-_DELTA_SECONDS = re.compile(r"[0-9]{1,15}")
-"""RFC 9110's delta-seconds: ASCII digits only (``str.isdigit`` takes ``²`` and ``٣``); a longer
-run is a wait past any budget, and Python refuses to parse thousands of digits."""
+_DELTA_SECONDS = re.compile(r"[0-9]{1,9}")
+"""RFC 9110's delta-seconds, ASCII digits only (``str.isdigit`` takes ``²`` and ``٣``), at most
+nine of them (31 years): a longer run is no wait a service means, and Python refuses to parse
+thousands of digits. What is taken is then bounded by the shared view's longest pause."""
+MAX_RETRY_DATE_AHEAD = timedelta(days=366)
+"""An HTTP-date further ahead than this is no wait a service means (year 9999 was seen)."""
 
 
 def retry_after(headers: httpx.Headers) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None for anything else:
-    what the service sent is ignored rather than trusted."""
+    """``Retry-After`` in seconds (delta-seconds, or an HTTP date at most a year ahead; a date
+    past is 0), or None for anything else, with a warning naming the header: what the service
+    sent is ignored rather than trusted, and parsing it never raises."""
     raw = headers.get("retry-after", "").strip()
     if not raw:
         return None
-    if raw.isascii() and raw.isdigit():
-        return float(int(raw)) if _DELTA_SECONDS.fullmatch(raw) else float(10**15)
+    if _DELTA_SECONDS.fullmatch(raw):
+        return float(int(raw))
     try:
         when = parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
+        now = datetime.now(UTC)
+        if when.tzinfo is not None and when - now <= MAX_RETRY_DATE_AHEAD:
+            return max((when - now).total_seconds(), 0.0)
+    except (TypeError, ValueError, OverflowError, IndexError):
+        pass
+    log_event(
+        logger,
+        logging.WARNING,
+        "registrar.retry_after_ignored",
+        header="Retry-After",
+        reason="neither up to 9 digits of seconds nor an HTTP date within a year",
+        length=len(raw),
+    )
+    return None
