@@ -19,6 +19,7 @@ from jlg_pipeline.domain.errors import (
     IdempotencyKeyReused,
     InvalidInput,
     JlgError,
+    NotJson,
     OperationNotFound,
     SessionNotFound,
     TooManySessions,
@@ -65,7 +66,10 @@ ERRORS: dict[int, ErrorKind] = {
         "nothing changed)",
     ),
     413: ErrorKind("PAYLOAD_TOO_LARGE", "Body larger than 4 KiB (refused while reading)"),
-    415: ErrorKind("UNSUPPORTED_MEDIA_TYPE", "The body is not JSON"),
+    415: ErrorKind(
+        "UNSUPPORTED_MEDIA_TYPE",
+        "The body is declared as something other than JSON in UTF-8 (Content-Type)",
+    ),
     422: ErrorKind(
         "UNPROCESSABLE",
         "A programme action matching more than 10,000 sessions (narrow the filter), or an "
@@ -82,6 +86,7 @@ _JLG_ERRORS: list[tuple[type[JlgError], int]] = [
     (InvalidInput, 400),
     (BodyTooLarge, 413),
     (BodyTooSlow, 408),
+    (NotJson, 415),
     (SessionNotFound, 404),
     (OperationNotFound, 404),
     (GenerationInProgress, 409),

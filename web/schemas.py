@@ -10,11 +10,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
     WithJsonSchema,
+    model_serializer,
 )
 
 from jlg_pipeline.domain import validation
@@ -66,7 +68,34 @@ class SetLinkGenerationDto(BaseModel):
     )
 
 
-class LinkGenerationResponse(BaseModel):
+class ShowsTimes(BaseModel):
+    """A body with stored times: one that no read can show as it is (past year 9999, the
+    host's own write or an older release's shift) is null, and named in ``outOfRange``,
+    present only then (a PATCH of a time or null repairs it)."""
+
+    outOfRange: list[str] | None = Field(
+        None, description="Times stored outside what can be shown (shown as null); absent if none"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_an_empty_report(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        shown: dict[str, Any] = handler(self)
+        if shown.get("outOfRange") is None:
+            shown.pop("outOfRange", None)
+        return shown
+
+    @staticmethod
+    def times(**stored: datetime | None) -> dict[str, Any]:
+        """Each stored time as shown (UTC ending in Z, or null), and ``outOfRange`` naming
+        those that cannot be."""
+        unreadable = [name for name, at in stored.items() if validation.out_of_range(at)]
+        shown: dict[str, Any] = {
+            name: None if name in unreadable else utc_z(at) for name, at in stored.items()
+        }
+        return {**shown, "outOfRange": unreadable or None}
+
+
+class LinkGenerationResponse(ShowsTimes):
     id: int
     linkGenerationAt: str | None = Field(description="UTC, ending in Z; null when not scheduled")
     linkGenerationStatus: LinkGenerationStatus
@@ -75,8 +104,8 @@ class LinkGenerationResponse(BaseModel):
     def of(cls, state: LinkGenerationState) -> "LinkGenerationResponse":
         return cls(
             id=state.id,
-            linkGenerationAt=utc_z(state.link_generation_at),
             linkGenerationStatus=state.status,
+            **cls.times(linkGenerationAt=state.link_generation_at),
         )
 
 
@@ -127,7 +156,7 @@ class SkippedItem(BaseModel):
         return cls(id=skipped.session_id, reason=skipped.reason)
 
 
-class PreviewItem(BaseModel):
+class PreviewItem(ShowsTimes):
     id: int
     linkGenerationStatus: LinkGenerationStatus
     linkGenerationAt: str | None = Field(description="Now")
@@ -139,9 +168,8 @@ class PreviewItem(BaseModel):
         return cls(
             id=preview.session_id,
             linkGenerationStatus=preview.status,
-            linkGenerationAt=utc_z(preview.current_at),
-            newLinkGenerationAt=utc_z(preview.new_at),
             skip=preview.skip,
+            **cls.times(linkGenerationAt=preview.current_at, newLinkGenerationAt=preview.new_at),
         )
 
 
@@ -225,7 +253,7 @@ class AttemptResponse(BaseModel):
         )
 
 
-class ChangeResponse(BaseModel):
+class ChangeResponse(ShowsTimes):
     """One admin set or clear of the session's time, as recorded with the UPDATE."""
 
     changedAt: str
@@ -238,12 +266,14 @@ class ChangeResponse(BaseModel):
         return cls(
             changedAt=utc_z(change.changed_at) or "",
             actorUserId=change.actor_user_id,
-            linkGenerationAt=utc_z(change.link_generation_at),
-            previousLinkGenerationAt=utc_z(change.previous_link_generation_at),
+            **cls.times(
+                linkGenerationAt=change.link_generation_at,
+                previousLinkGenerationAt=change.previous_link_generation_at,
+            ),
         )
 
 
-class SessionListItem(BaseModel):
+class SessionListItem(ShowsTimes):
     id: int
     linkGenerationAt: str | None
     linkGenerationStatus: LinkGenerationStatus
@@ -255,9 +285,9 @@ class SessionListItem(BaseModel):
     def of(cls, state: LinkGenerationState) -> "SessionListItem":
         return cls(
             id=state.id,
-            linkGenerationAt=utc_z(state.link_generation_at),
             linkGenerationStatus=state.status,
             attempt=state.attempt,
+            **cls.times(linkGenerationAt=state.link_generation_at),
             lastError=state.last_error,
             updatedAt=utc_z(state.updated_at) or "",
         )
@@ -371,10 +401,21 @@ def parse_operation_id(raw: str) -> UUID:
 
 
 def _json(raw: bytes) -> Any:
+    """The body as JSON (UTF-8, RFC 8259); a key given twice is refused rather than the last
+    one silently winning, so what was checked is what was meant."""
     try:
-        return json.loads(raw)
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_once_each)
+    except InvalidInput:
+        raise
     except (ValueError, RecursionError):
         raise InvalidInput("body is not valid JSON") from None
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise InvalidInput("body gives a key more than once")
+    return found
 
 
 def parse_set_body(raw: bytes) -> datetime | None:
@@ -447,7 +488,8 @@ def _describe(exc: ValidationError, fallback: str = ": must be a string date-tim
     """The first error, named by its field; never the input itself. ``fallback`` for a
     wrong type ('' says pydantic's own words, which name the type, not the value)."""
     first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "body"
+    # A field name is the client's own text: bounded and escaped before it is repeated.
+    where = validation.shown(".".join(str(p) for p in first["loc"])) or "body"
     kind = first["type"]
     if kind == "missing":
         return f"{where} is required"

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 
@@ -70,7 +71,11 @@ def move(url: str, headers: dict[str, str], shift_s: int) -> tuple[float, float,
         began = time.perf_counter()
         dry = client.patch(path, json={"shiftBy": shift_s, "dryRun": True}).json()["data"]
         started = time.perf_counter()
-        answer = client.patch(path, json={"shiftBy": shift_s, "expectedCount": dry["matched"]})
+        answer = client.patch(
+            path,
+            json={"shiftBy": shift_s, "expectedCount": dry["matched"]},
+            headers={"Idempotency-Key": f"bench-move-{uuid.uuid4()}"},
+        )
         ended = time.perf_counter()
     data = answer.json()["data"]
     return began, ended, ended - started, data["matched"], data["changed"]

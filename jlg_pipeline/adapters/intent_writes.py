@@ -39,7 +39,11 @@ from jlg_pipeline.adapters.session_statements import S, SessionStatements, match
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_operation_session as members
 from jlg_pipeline.domain import validation
-from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.constants import (
+    LINK_GENERATION_HORIZON,
+    READABLE_FROM,
+    TimingWindows,
+)
 from jlg_pipeline.domain.models import SetOutcome, SetResult
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
@@ -53,6 +57,8 @@ from jlg_pipeline.domain.programme_actions import (
 )
 
 ONE_SECOND = literal(timedelta(seconds=1), Interval())
+HORIZON = literal(LINK_GENERATION_HORIZON, Interval())
+READABLE_FROM_AT = literal(READABLE_FROM, ps.c.link_generation_at.type)
 COMPILED_CHUNKS_KEPT = 64
 
 
@@ -94,6 +100,10 @@ class IntentWrites(SessionStatements):
             (ps.c.deleted_at.is_not(None), SetOutcome.NOT_FOUND.value),
             (and_(shift.is_not(None), new_at.is_(None)), SetOutcome.NO_TIME.value),
             *([(~in_future, SetOutcome.NOT_IN_FUTURE.value)] if future_only else []),
+            (
+                or_(new_at > func.now() + HORIZON, new_at < READABLE_FROM_AT),
+                SetOutcome.OUT_OF_RANGE.value,
+            ),
             (
                 and_(ps.c.link_generation_status == S.IN_PROGRESS.value, ~self._stale()),
                 SetOutcome.IN_PROGRESS.value,

@@ -9,6 +9,9 @@ The ``jlg_*`` tables name a session by its id and nothing more: no foreign key, 
 anything else of ours sits on the host's tables (docs/design.md "A guest", migration 0010).
 """
 
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -25,15 +28,44 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    case,
     func,
+    literal,
     text,
+    type_coerce,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeDecorator
 
+from jlg_pipeline.domain.constants import READABLE_FROM, READABLE_UNTIL
 from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 metadata = MetaData()
+
+
+class ReadableTime(TypeDecorator[datetime]):
+    """A ``timestamptz`` every read can load: PostgreSQL stores times to year 294276 (and
+    ``infinity``), Python's datetime stops at 9999, and one such row (the host's own write, an
+    older release's shift) made every read of it raise, a listing and a sensor's tick with it.
+    Each SELECT of such a column reads it within [READABLE_FROM, READABLE_UNTIL], in SQL; the
+    domain shows a bound as out of range (``domain.constants``)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def column_expression(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        # Not least/greatest: they skip a NULL. Typed as a plain timestamptz so an outer
+        # SELECT does not wrap it again.
+        return type_coerce(
+            case((column < _FROM, _FROM), (column > _UNTIL, _UNTIL), else_=column),
+            DateTime(timezone=True),
+        )
+
+
+_FROM = literal(READABLE_FROM, DateTime(timezone=True))
+_UNTIL = literal(READABLE_UNTIL, DateTime(timezone=True))
 
 STATUS_VALUES = ", ".join(f"'{s.value}'" for s in LinkGenerationStatus)
 
@@ -57,7 +89,7 @@ program_session = Table(
     Column("updated_by", Integer, nullable=True),
     Column("deleted_at", DateTime(timezone=True), nullable=True),
     # Migration 0002: the TRD's two columns, plus what fencing and visibility need.
-    Column("link_generation_at", DateTime(timezone=True), nullable=True),
+    Column("link_generation_at", ReadableTime(), nullable=True),
     Column(
         "link_generation_status",
         String(20),
@@ -192,7 +224,7 @@ schedule_outbox = Table(
     # From one sequence: a newer change always has a higher version, even after the session's
     # previous row was applied and deleted, so an applier can retire only what it applied.
     Column("version", BigInteger, nullable=False),
-    Column("fire_at", DateTime(timezone=True), nullable=True),
+    Column("fire_at", ReadableTime(), nullable=True),
     Column("actor_user_id", Integer, nullable=True),
     # True once applied as "no EventBridge schedule": the sensor launches the run when due.
     Column("direct", Boolean, nullable=False, server_default="false"),
@@ -218,7 +250,7 @@ generation_attempt = Table(
     Column("attempt", Integer, primary_key=True),
     Column("trigger", String(16), nullable=False),
     Column("run_id", String(64), nullable=True),
-    Column("link_generation_at", DateTime(timezone=True), nullable=False),
+    Column("link_generation_at", ReadableTime(), nullable=False),
     Column("claimed_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
     Column("outcome", String(16), nullable=False, server_default="IN_PROGRESS"),
@@ -246,8 +278,8 @@ link_generation_change = Table(
     Column("program_session_id", BigInteger, nullable=False),
     Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("actor_user_id", Integer, nullable=True),
-    Column("link_generation_at", DateTime(timezone=True), nullable=True),
-    Column("previous_link_generation_at", DateTime(timezone=True), nullable=True),
+    Column("link_generation_at", ReadableTime(), nullable=True),
+    Column("previous_link_generation_at", ReadableTime(), nullable=True),
     # Migration 0013: the programme action the change belongs to (NULL: a one-session PATCH).
     Column("operation_id", UUID(as_uuid=True), nullable=True),
     Index("ix_link_generation_change_session", "program_session_id", "id"),

@@ -37,6 +37,15 @@ DUE_TOLERANCE_MS = 60 * 1000
 # live attempt holds is claimed this long after its time, whatever became of its event.
 # Longer than the real-time path takes (EventBridge fires within the minute, then the
 # sensor and the run's start), short enough to claim within 2 minutes.
+LINK_GENERATION_HORIZON = timedelta(days=5 * 365 + 2)
+"""How far ahead a session's time may be set (five years): further is a typo, not a schedule,
+and a shift of a far time could otherwise store one past year 9999, which no read path can
+load. The PATCH and programme actions refuse it with this reason; a shift skips it."""
+READABLE_FROM = datetime(1, 1, 2, tzinfo=UTC)
+READABLE_UNTIL = datetime(9999, 12, 31, tzinfo=UTC)
+"""What a Python read can load, with a day's room for arithmetic: a stored time outside it (the
+host's own write, an older release's shift) is read as these bounds and shown as out of range
+(``adapters/tables.py`` ``ReadableTime``)."""
 WATCHDOG_GRACE_MS = 75 * 1000
 
 GENERATION_CONCURRENCY = 4

@@ -21,6 +21,10 @@ class BodyTooLarge(JlgError):
     """A request body is larger than the API accepts; refused while reading it."""
 
 
+class NotJson(JlgError):
+    """A request body declared as something other than JSON in UTF-8."""
+
+
 class BodyTooSlow(JlgError):
     """A request body did not arrive whole within the API's deadline."""
 

@@ -64,6 +64,9 @@ class SetOutcome(StrEnum):
     IN_PROGRESS = "in_progress"
     NOT_IN_FUTURE = "not_in_future"
     """The time is not after the database clock's now (the clock that decides "due")."""
+    OUT_OF_RANGE = "out_of_range"
+    """The new time lies past the horizon (``LINK_GENERATION_HORIZON`` after the database
+    clock's now)."""
     NO_TIME = "no_time"
     """A shift of a session with no time to shift."""
     NO_LONGER_MATCHES = "no_longer_matches"

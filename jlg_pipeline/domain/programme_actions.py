@@ -33,6 +33,7 @@ SKIP_REASONS = {
     SetOutcome.IN_PROGRESS: "generating now",
     SetOutcome.NOT_IN_FUTURE: "the new time is not in the future",
     SetOutcome.NO_TIME: "no time to shift",
+    SetOutcome.OUT_OF_RANGE: "out of range",
     SetOutcome.NOT_FOUND: "deleted",
     SetOutcome.NO_LONGER_MATCHES: "changed since the operation began: no longer matches",
 }

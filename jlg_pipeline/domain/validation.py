@@ -6,7 +6,14 @@ import re
 from datetime import datetime
 from typing import NewType
 
-from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
+from jlg_pipeline.domain.constants import (
+    BIGINT_MAX,
+    INT_MAX,
+    LINK_GENERATION_HORIZON,
+    MAX_REGISTRAR_BATCH_SIZE,
+    READABLE_FROM,
+    READABLE_UNTIL,
+)
 from jlg_pipeline.domain.errors import InvalidInput
 
 MAX_ROLE_CHARS = 64
@@ -17,6 +24,19 @@ MAX_KEY_CHARS = 200
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """C0 and C1 (NUL included): refused wherever a string enters. PostgreSQL refuses NUL in text,
 and none of them belongs in a tag, a log line or a request to the online-session service."""
+
+
+SHOWN_CHARS = 40
+"""How much of a client's own text (a field name, a parameter) an error repeats."""
+
+
+def shown(text: str, max_chars: int = SHOWN_CHARS) -> str:
+    """``text`` as an error may repeat it: at most ``max_chars``, every character that is not
+    printable or is markup written as ``\\uXXXX``."""
+    escaped = "".join(
+        c if c.isprintable() and c not in "<>&\"'" else f"\\u{ord(c):04x}" for c in text[:max_chars]
+    )
+    return escaped + ("…" if len(text) > max_chars else "")
 
 
 def int_between(value: object, low: int, high: int) -> int | None:
@@ -101,3 +121,21 @@ def aware_datetime(value: object, name: str = "linkGenerationAt") -> datetime:
     if value.utcoffset() is None:
         raise InvalidInput(f"{name} must carry a UTC offset")
     return value
+
+
+HORIZON_REASON = (
+    f"must be at most {LINK_GENERATION_HORIZON.days} days ahead (the horizon, about five years)"
+)
+
+
+def within_horizon(value: datetime, now: datetime, name: str = "linkGenerationAt") -> datetime:
+    """``value`` when it lies no further than LINK_GENERATION_HORIZON after ``now``."""
+    if value - now > LINK_GENERATION_HORIZON:
+        raise InvalidInput(f"{name} {HORIZON_REASON}")
+    return value
+
+
+def out_of_range(value: datetime | None) -> bool:
+    """Whether a stored time was read at a bound of what Python can load (``ReadableTime``):
+    it cannot be shown as it is, and is reported as out of range instead."""
+    return value is not None and not READABLE_FROM < value < READABLE_UNTIL

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, SessionNotFound
 from jlg_pipeline.domain.models import (
     AttemptRecord,
@@ -90,6 +91,8 @@ class ProgramSessionService:
             raise SessionNotFound(f"program session {session_id} not found")
         if result.outcome is SetOutcome.NOT_IN_FUTURE:
             raise InvalidInput("linkGenerationAt must be in the future")
+        if result.outcome is SetOutcome.OUT_OF_RANGE:
+            raise InvalidInput(f"linkGenerationAt {validation.HORIZON_REASON}")
         if result.outcome is SetOutcome.IN_PROGRESS or result.state is None:
             raise GenerationInProgress(
                 f"program session {session_id} is generating join links now; try again when it ends"

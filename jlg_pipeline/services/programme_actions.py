@@ -10,12 +10,18 @@ the answer, so an interrupted operation is finished, and a retried request answe
 repeating it with the same ``Idempotency-Key``.
 """
 
+from datetime import UTC, datetime
 from uuid import UUID
 
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
-from jlg_pipeline.domain.errors import IdempotencyKeyReused, OperationNotFound, TooManySessions
+from jlg_pipeline.domain.errors import (
+    IdempotencyKeyReused,
+    InvalidInput,
+    OperationNotFound,
+    TooManySessions,
+)
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     OperationRecord,
@@ -42,8 +48,17 @@ class ProgrammeActions:
         """Do (or with ``dry_run`` forecast) ``request``. Raises CountChanged (nothing
         changed), TooManySessions, IdempotencyKeyReused (the key names another request)."""
         key = validation.text(key, "Idempotency-Key", validation.MAX_KEY_CHARS)
+        if request.action.set_at is not None:
+            validation.within_horizon(request.action.set_at, datetime.now(UTC))
         if request.dry_run:
             return self._forecast(request)
+        if key is None:
+            # Without one a retried request acts twice (a shift of +1 h sent twice moved
+            # its sessions by 2 h), and the count guard cannot see it.
+            raise InvalidInput(
+                "Idempotency-Key is required for a programme action (unless dryRun): a retry "
+                "with the same key answers the first result instead of acting again"
+            )
         operation_id = self._operations.begin(request, actor_user_id, key)
         if operation_id is None:
             assert key is not None  # only a key can name an operation begun before

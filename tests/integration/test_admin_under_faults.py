@@ -20,6 +20,7 @@ from sqlalchemy import Engine, func, select, text, update
 import web.app
 import web.routes
 from jlg_pipeline.adapters.tables import schedule_outbox
+from jlg_pipeline.domain.constants import LINK_GENERATION_HORIZON
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.factories import create_session, session_row
 from tests.integration.test_schedule_sync import _schedule, _sync
@@ -184,17 +185,27 @@ def test_an_exhausted_pool_is_503(
         assert http.get("/readyz").status_code == 200
 
 
-def test_a_far_future_time_is_200_whatever_the_client_time_zone(
+def test_a_far_future_time_is_200_or_400_whatever_the_client_time_zone(
     db_url: str, aws: Aws, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Within the horizon it is stored and shown; past it (year 9999 once loaded as 10000 in a
+    client time zone east of UTC) it is refused with the reason, never a 500."""
     monkeypatch.setenv("PGTZ", "Asia/Tokyo")
     sid = create_session(engine)
     with client_for(settings_for(db_url, aws.queue_arn), aws.scheduler) as http:
         path = f"/program-session/{sid}/link-generation"
         body = {"linkGenerationAt": "9999-12-31T23:59:59Z"}
         response = http.patch(path, headers=admin_headers(), json=body)
+        assert response.status_code == 400, response.text
+        far = (datetime.now(UTC) + LINK_GENERATION_HORIZON - timedelta(days=1)).replace(
+            hour=23, minute=59, second=59, microsecond=0
+        )
+        body = {"linkGenerationAt": far.isoformat().replace("+00:00", "Z")}
+        response = http.patch(path, headers=admin_headers(), json=body)
         assert response.status_code == 200, response.text
-        assert response.json()["data"]["linkGenerationAt"] == "9999-12-31T23:59:59.000Z"
+        assert response.json()["data"]["linkGenerationAt"] == body["linkGenerationAt"].replace(
+            "Z", ".000Z"
+        )
         assert http.get(path, headers=admin_headers()).status_code == 200
         listing = http.get("/program-session/link-generation", headers=admin_headers())
         assert listing.status_code == 200

@@ -7,6 +7,7 @@ outbox, the operation's record, and the listing's filter."""
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from sqlalchemy import Engine, func, select, text
@@ -29,6 +30,13 @@ from tests.support.web import Aws, admin_headers, client_for, settings_for
 
 S = LinkGenerationStatus
 HEADERS = admin_headers()
+
+
+def keyed() -> dict[str, str]:
+    """An admin's headers with a new Idempotency-Key (a programme action needs one)."""
+    return {**HEADERS, "Idempotency-Key": f"test-{uuid4()}"}
+
+
 DAY = 86_400
 
 
@@ -98,7 +106,7 @@ def test_the_real_run_moves_each_session_as_its_own_patch_would_and_records_the_
     force_state(engine, ids[2], S.FAILED, at_offset=timedelta(minutes=-10))
     before = _times(engine, ids + other)
 
-    data = _data(http.patch(_path(5), headers=HEADERS, json={"shiftBy": 3600, "expectedCount": 6}))
+    data = _data(http.patch(_path(5), headers=keyed(), json={"shiftBy": 3600, "expectedCount": 6}))
 
     assert data["dryRun"] is False
     assert data["matched"] == 6
@@ -142,17 +150,17 @@ def test_setting_and_clearing_by_status_and_time_range(engine: Engine, http: Tes
         "expectedCount": 3,
     }
 
-    assert _data(http.patch(_path(5), headers=HEADERS, json=rearm))["changed"] == 3
+    assert _data(http.patch(_path(5), headers=keyed(), json=rearm))["changed"] == 3
     assert set(_times(engine, failed).values()) == {at}
     assert {session_row(engine, s)["link_generation_status"] for s in failed} == {"SCHEDULED"}
 
     to = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     clear = {"where": {"to": to, "status": ["SCHEDULED"]}, "linkGenerationAt": None}
     assert (
-        _data(http.patch(_path(5), headers=HEADERS, json={**clear, "dryRun": True}))["matched"] == 2
+        _data(http.patch(_path(5), headers=keyed(), json={**clear, "dryRun": True}))["matched"] == 2
     )
     assert (
-        _data(http.patch(_path(5), headers=HEADERS, json={**clear, "expectedCount": 2}))["changed"]
+        _data(http.patch(_path(5), headers=keyed(), json={**clear, "expectedCount": 2}))["changed"]
         == 2
     )
     assert set(_times(engine, early).values()) == {None}
@@ -167,7 +175,7 @@ def test_a_count_that_changed_is_409_with_the_count_now_and_changes_nothing(
     before = _times(engine, ids)
 
     error = _data(
-        http.patch(_path(5), headers=HEADERS, json={"shiftBy": 60, "expectedCount": 5}), 409
+        http.patch(_path(5), headers=keyed(), json={"shiftBy": 60, "expectedCount": 5}), 409
     )
 
     assert error["code"] == "CONFLICT"
@@ -180,14 +188,14 @@ def test_a_count_that_changed_is_409_with_the_count_now_and_changes_nothing(
 
 
 def test_an_empty_programme_is_200_with_nothing_changed(http: TestClient) -> None:
-    data = _data(http.patch(_path(99), headers=HEADERS, json={"shiftBy": 60, "expectedCount": 0}))
+    data = _data(http.patch(_path(99), headers=keyed(), json={"shiftBy": 60, "expectedCount": 0}))
     assert (data["matched"], data["changed"], data["skipped"]) == (0, 0, [])
 
 
 def test_more_than_ten_thousand_matches_are_refused(engine: Engine, http: TestClient) -> None:
     create_sessions(engine, 10_001, program_id=5)
     for body in ({"shiftBy": 60, "dryRun": True}, {"shiftBy": 60, "expectedCount": 10_000}):
-        error = _data(http.patch(_path(5), headers=HEADERS, json=body), 422)
+        error = _data(http.patch(_path(5), headers=keyed(), json=body), 422)
         assert "more than 10000 sessions match; narrow the filter" in error["message"]
     assert _changes(engine) == []
 
@@ -224,7 +232,7 @@ def test_bad_bodies_are_400_and_change_nothing(
 ) -> None:
     ids = create_sessions(engine, 1, program_id=5)
     before = _times(engine, ids)
-    error = _data(http.patch(_path(5), headers=HEADERS, json=body), 400)
+    error = _data(http.patch(_path(5), headers=keyed(), json=body), 400)
     assert says in error["message"], error
     assert _times(engine, ids) == before
 
@@ -232,7 +240,7 @@ def test_bad_bodies_are_400_and_change_nothing(
 def test_a_past_time_is_skipped_per_session_not_refused(engine: Engine, http: TestClient) -> None:
     create_sessions(engine, 2, program_id=5)
     body = {"linkGenerationAt": "2020-01-01T00:00:00Z", "expectedCount": 2}
-    data = _data(http.patch(_path(5), headers=HEADERS, json=body))
+    data = _data(http.patch(_path(5), headers=keyed(), json=body))
     assert data["changed"] == 0
     assert {s["reason"] for s in data["skipped"]} == {"the new time is not in the future"}
     assert _changes(engine) == []
@@ -327,7 +335,7 @@ def test_each_chunk_is_one_statement_of_at_most_500_sessions(
 ) -> None:
     size = OPERATION_CHUNK
     ids = create_sessions(engine, 2 * size + 234, program_id=5)
-    _data(http.patch(_path(5), headers=HEADERS, json={"shiftBy": 60, "expectedCount": len(ids)}))
+    _data(http.patch(_path(5), headers=keyed(), json={"shiftBy": 60, "expectedCount": len(ids)}))
     with engine.connect() as conn:
         # Rows one transaction wrote share its id (xmin).
         sizes = conn.execute(
@@ -345,7 +353,7 @@ def test_schedule_changes_go_to_the_outbox_with_the_sessions(
 ) -> None:
     ids = create_sessions(engine, 3, program_id=5)
     body = {"shiftBy": DAY, "expectedCount": 3}
-    assert _data(http.patch(_path(5), headers=HEADERS, json=body))["changed"] == 3
+    assert _data(http.patch(_path(5), headers=keyed(), json=body))["changed"] == 3
     with engine.connect() as conn:
         pending = dict(
             conn.execute(
@@ -357,7 +365,7 @@ def test_schedule_changes_go_to_the_outbox_with_the_sessions(
 
 def test_an_operation_is_read_only_in_its_programme(engine: Engine, http: TestClient) -> None:
     create_sessions(engine, 1, program_id=5)
-    data = _data(http.patch(_path(5), headers=HEADERS, json={"shiftBy": 60, "expectedCount": 1}))
+    data = _data(http.patch(_path(5), headers=keyed(), json={"shiftBy": 60, "expectedCount": 1}))
     assert (
         http.get(f"{_path(6)}/operations/{data['operationId']}", headers=HEADERS).status_code == 404
     )
@@ -400,7 +408,7 @@ def test_the_route_is_documented(http: TestClient) -> None:
 
 def test_nothing_is_left_pending(engine: Engine, http: TestClient) -> None:
     create_sessions(engine, 7, program_id=5)
-    _data(http.patch(_path(5), headers=HEADERS, json={"shiftBy": 60, "expectedCount": 7}))
+    _data(http.patch(_path(5), headers=keyed(), json={"shiftBy": 60, "expectedCount": 7}))
     with engine.connect() as conn:
         left = conn.execute(
             text("SELECT count(*) FROM jlg_programme_operation_session WHERE outcome IS NULL")

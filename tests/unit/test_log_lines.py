@@ -1,0 +1,40 @@
+"""One log line is one event, whatever a field from outside holds (docs/design.md "Trust
+boundaries"): the audit forged a ``generation.completed`` line with an SQS body holding a
+newline and an ESC."""
+
+import logging
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jlg_pipeline.log import escaped, log_event
+from jlg_pipeline.services.event_intake import drain
+from tests.support.fakes import FakeQueue
+
+FORGED = "not json\nINFO jlg_pipeline.services.generation generation.completed session_id=7\x1b[2K"
+
+
+def test_a_queue_body_cannot_forge_a_line(caplog: pytest.LogCaptureFixture) -> None:
+    queue = FakeQueue()
+    queue.send(FORGED)
+    with caplog.at_level(logging.INFO):
+        drain(queue, runs_exist=lambda ids: set())
+    (line,) = [r.getMessage() for r in caplog.records if "intake.dropped_invalid" in r.getMessage()]
+    assert "\n" not in line
+    assert "\x1b" not in line
+    assert "json\\nINFO" in line
+
+
+@given(st.text())
+def test_any_field_stays_on_one_line(value: str) -> None:
+    shown = escaped(value)
+    for breaking in ("\n", "\r", "\x1b", "\x85", "\u2028", "\u2029", "\x00"):
+        assert breaking not in shown
+
+
+def test_log_event_escapes_every_field(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("jlg_pipeline.test")
+    with caplog.at_level(logging.INFO, logger="jlg_pipeline.test"):
+        log_event(logger, logging.INFO, "x.y", reason="a\nb\x1b[31m\u2028c\\d")
+    assert caplog.records[-1].getMessage() == "x.y reason=a\\nb\\x1b[31m\\u2028c\\\\d"
