@@ -7,7 +7,8 @@ Allowed on a host table: adding a nullable or constant-defaulted column, a CHECK
 added ``NOT VALID`` and validated later, an index built ``CONCURRENTLY``, and removing what an
 earlier version of a revision put there. Refused: triggers, rules, policies, row security,
 ``LOCK``, a plain index build, a foreign key to it, any other change of its columns, and any
-statement reading or writing its rows. No I/O here: statements come in as SQL text."""
+statement reading or writing its rows but one: :data:`BRING_BACK_UNREADABLE`, which clears the
+few rows whose time no read can load. No I/O here: statements come in as SQL text."""
 
 import re
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ class Lock(StrEnum):
     """PostgreSQL's table locks, weakest first (the documentation's "Explicit Locking")."""
 
     NONE = "no lock on it"
+    ROW_EXCLUSIVE = "ROW EXCLUSIVE"
     SHARE_UPDATE_EXCLUSIVE = "SHARE UPDATE EXCLUSIVE"
     SHARE = "SHARE"
     SHARE_ROW_EXCLUSIVE = "SHARE ROW EXCLUSIVE"
@@ -61,6 +63,41 @@ _BRIEF = (
     "migration's transaction commits"
 )
 _ONLINE = "the host's reads and writes go on; it waits for transactions already running"
+BRING_BACK_UNREADABLE = """
+WITH unreadable AS (
+    SELECT id, link_generation_at FROM hdb_program_session
+    WHERE deleted_at IS NULL AND link_generation_status <> 'COMPLETED'
+      AND (link_generation_at > '9999-12-30T00:00:00+00'
+           OR link_generation_at < '0001-01-02T00:00:00+00')
+    ORDER BY id FOR UPDATE
+), cleared AS (
+    UPDATE hdb_program_session AS s
+    SET link_generation_at = NULL, link_generation_status = 'NOT_SCHEDULED',
+        link_generation_last_error = NULL, link_generation_job_id = NULL,
+        link_generation_retry_at = NULL, updated_at = now()
+    FROM unreadable WHERE s.id = unreadable.id
+    RETURNING s.id, unreadable.link_generation_at AS previous_at
+), recorded AS (
+    INSERT INTO jlg_link_generation_change
+        (program_session_id, actor_user_id, link_generation_at, previous_link_generation_at)
+    SELECT id, NULL, NULL,
+        CASE WHEN previous_at < '0001-01-02T00:00:00+00' THEN '0001-01-02T00:00:00+00'
+             ELSE '9999-12-31T00:00:00+00' END::timestamptz
+    FROM cleared
+)
+INSERT INTO jlg_schedule_outbox (program_session_id, version, fire_at, actor_user_id, next_try_at)
+SELECT id, nextval('jlg_schedule_outbox_version_seq'), NULL, NULL, now() FROM cleared
+ON CONFLICT (program_session_id) DO UPDATE SET
+    version = excluded.version, fire_at = NULL, actor_user_id = NULL, direct = false,
+    next_try_at = now(), tries = 0, last_error = NULL, held_until = NULL
+"""
+"""Migration 0015's one statement over the host's rows: a session whose time lies outside what a
+read can load (an older release's shift past year 9999, or the host's own write) is cleared,
+with an intent-history entry (previous time shown as out of range) and a schedule delete in the
+outbox. The rows are found through ``ix_psession_link_gen_due`` and locked only while it runs
+(the index's partial predicate is in its WHERE); a COMPLETED or deleted row is left, as every
+read survives it."""
+
 _VOLATILE_DEFAULT = re.compile(
     r"\bDEFAULT\b.*\b(nextval|random|clock_timestamp|gen_random_uuid|uuid_generate_\w+|"
     r"timeofday)\s*\(",
@@ -89,6 +126,14 @@ def effects(sql: str) -> tuple[Effect, ...]:
 
 def _effect(sql: str, table: str) -> Effect:
     text = " ".join(sql.split())
+    if text == " ".join(BRING_BACK_UNREADABLE.split()):
+        return Effect(
+            table,
+            "clears the rows whose time no read can load, through the due index",
+            Lock.ROW_EXCLUSIVE,
+            "the host's reads and writes go on; only those rows are locked, while it runs",
+            True,
+        )
     name = _name(table)
     body = _do_body(text)
     if body is not None:

@@ -130,3 +130,58 @@ def test_unreachable_database_is_a_clear_error(capsys: pytest.CaptureFixture[str
     code = main(["--database-url", "postgresql://postgres@127.0.0.1:1/none", "migrate"])
     assert code == 2
     assert "cannot reach the database" in capsys.readouterr().err
+
+
+def test_rows_a_shift_left_past_year_9999_are_brought_back_cleared_and_on_record(
+    empty_db: str, empty_engine: Engine
+) -> None:
+    """The audit's row: 9999-06-01 shifted by 316,224,000 s stored 10009-06-08 (an older
+    release had no horizon). Migration 0015 clears it with an intent-history entry and a
+    schedule delete; a readable far time, a COMPLETED one and a deleted one are left."""
+    migrate(empty_db, "0014_service_resume")
+    with empty_engine.begin() as conn:
+        ids = [
+            conn.execute(
+                text(
+                    "INSERT INTO hdb_program_session (program_id, link_generation_at,"
+                    " link_generation_status, deleted_at) VALUES (1, :at, :status, :deleted)"
+                    " RETURNING id"
+                ),
+                {"at": at, "status": status, "deleted": deleted},
+            ).scalar_one()
+            for at, status, deleted in [
+                ("10009-06-08T00:00:00Z", "SCHEDULED", None),
+                ("infinity", "FAILED", None),
+                ("4000-01-01 BC", "SCHEDULED", None),
+                ("2030-01-01T00:00:00Z", "SCHEDULED", None),
+                ("10009-06-08T00:00:00Z", "COMPLETED", None),
+                ("10009-06-08T00:00:00Z", "SCHEDULED", "2026-01-01T00:00:00Z"),
+            ]
+        ]
+    migrate(empty_db)
+    with empty_engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT id, link_generation_at IS NULL, link_generation_status"
+                " FROM hdb_program_session ORDER BY id"
+            )
+        ).all()
+        history = conn.execute(
+            text(
+                "SELECT program_session_id, link_generation_at,"
+                " extract(year FROM previous_link_generation_at)"
+                " FROM jlg_link_generation_change ORDER BY program_session_id"
+            )
+        ).all()
+        outbox = conn.execute(
+            text("SELECT program_session_id, fire_at FROM jlg_schedule_outbox ORDER BY 1")
+        ).all()
+    cleared = ids[:3]
+    assert [(r[1], r[2]) for r in rows[:3]] == [(True, "NOT_SCHEDULED")] * 3
+    assert [(r[1], r[2]) for r in rows[3:]] == [
+        (False, "SCHEDULED"),
+        (False, "COMPLETED"),
+        (False, "SCHEDULED"),
+    ]
+    assert history == [(cleared[0], None, 9999), (cleared[1], None, 9999), (cleared[2], None, 1)]
+    assert outbox == [(sid, None) for sid in cleared]
