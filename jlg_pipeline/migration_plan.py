@@ -126,7 +126,7 @@ def effects(sql: str) -> tuple[Effect, ...]:
 
 def _effect(sql: str, table: str) -> Effect:
     text = " ".join(sql.split())
-    if text == " ".join(BRING_BACK_UNREADABLE.split()):
+    if text.rstrip("; ") == " ".join(BRING_BACK_UNREADABLE.split()):
         return Effect(
             table,
             "clears the rows whose time no read can load, through the due index",

@@ -134,6 +134,15 @@ def database_figures(snapshot: MetricsSnapshot, read_at: float) -> Iterator[Metr
     for (trigger, outcome), count in sorted(snapshot.attempts.items()):
         attempts.add_metric([trigger, outcome], count)
     yield attempts
+    set_aside = CounterMetricFamily(
+        "jlg_rows_set_aside",
+        "Rows a periodic path (schedule_sync, outbox, watchdog, sweep) set aside because acting "
+        "on them failed; the rest went on, and each is tried again on its own backoff",
+        labels=["path"],
+    )
+    for path, count in sorted(snapshot.set_aside.items()):
+        set_aside.add_metric([path], count)
+    yield set_aside
     open_attempts = GaugeMetricFamily(
         "jlg_generation_attempts_open",
         "Generation attempts under way (IN_PROGRESS), by trigger",

@@ -28,6 +28,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, distinct_on
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor
+from jlg_pipeline.adapters.metric_counts import count_set_aside
 from jlg_pipeline.adapters.session_statements import (
     S,
     SessionStatements,
@@ -239,6 +240,11 @@ class CandidateQueries(SessionStatements):
         statement = select(once).order_by(once.c.link_generation_at, once.c.id).limit(limit)
         with translate_errors("finding unattended sessions"), self._engine.connect() as conn:
             return [due_session(row) for row in conn.execute(statement)]
+
+    def count_set_aside(self, path: str) -> None:
+        """One more candidate ``path`` could not act on (services/set_aside.py)."""
+        with translate_errors("counting a row set aside"), self._engine.begin() as conn:
+            count_set_aside(conn, path)
 
     def forget_held(self, session_ids: Sequence[int]) -> None:
         """The watchdog launched these: their holds are spent. Holds whose session is no

@@ -19,6 +19,8 @@ class Counts:
     """(bound in seconds, closed attempts at most that late), by bound."""
     lag_ms_sum: int = 0
     lag_count: int = 0
+    set_aside: dict[str, int] = field(default_factory=dict)
+    """Rows a periodic path set aside because acting on them failed, by path."""
 
 
 def fold(conn: Connection) -> None:
@@ -64,4 +66,11 @@ def read_counts(conn: Connection) -> Counts:
         lag_le=tuple((float(b), lag_le.get(str(b), 0)) for b in bounds),
         lag_ms_sum=by_metric.get("lag_ms_sum", {}).get("", 0),
         lag_count=by_metric.get("lag_count", {}).get("", 0),
+        set_aside=by_metric.get("set_aside", {}),
     )
+
+
+def count_set_aside(conn: Connection, path: str) -> None:
+    """One more row ``path`` set aside (services/set_aside.py), appended as a delta in the
+    caller's transaction."""
+    conn.execute(insert(metric_count).values(metric="set_aside", label=path, delta=1))

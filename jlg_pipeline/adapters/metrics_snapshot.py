@@ -40,6 +40,8 @@ class MetricsSnapshot:
     """(bound in seconds, closed attempts whose lag is at most that), cumulative."""
     lag_sum: float = 0.0
     lag_count: int = 0
+    set_aside: dict[str, int] = field(default_factory=dict)
+    """Rows each periodic path set aside because acting on them failed (services/set_aside.py)."""
     sync_pending: int = 0
     sync_oldest_seconds: float = 0.0
     service: Look | None = None
@@ -95,6 +97,7 @@ def read_metrics_snapshot(
         lag_buckets=counts.lag_le,
         lag_sum=counts.lag_ms_sum / 1000,
         lag_count=counts.lag_count,
+        set_aside=counts.set_aside,
         sync_pending=pending,
         sync_oldest_seconds=oldest,
         service=service,

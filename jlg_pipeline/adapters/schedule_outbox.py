@@ -35,6 +35,7 @@ from sqlalchemy.dialects.postgresql import insert
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor
+from jlg_pipeline.adapters.metric_counts import count_set_aside
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import schedule_change_version
 from jlg_pipeline.adapters.tables import schedule_outbox as outbox
@@ -43,6 +44,7 @@ from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS
 from jlg_pipeline.domain.schedule_sync import (
     APPLY_LEASE,
     FIRST_TRY_AFTER,
+    MAX_BACKOFF,
     DirectLaunch,
     PendingChange,
     goes_direct,
@@ -195,6 +197,32 @@ class ScheduleOutbox:
             held_until=None,
         )
         return self._settle(change, statement, "postponing a schedule change")
+
+    def set_aside(self, session_id: int, error: str, path: str, version: int | None = None) -> None:
+        """Acting on the session's row failed for a reason of the row's own (a launch no run
+        can be asked for, a change no schedule can be built from, a row no applier can take):
+        tried again on its own backoff, the error kept, and counted for ``path``; the other
+        rows go on. With ``version``, only while that change is still the session's."""
+        seconds = func.least(
+            FIRST_TRY_AFTER.total_seconds() * func.power(2, func.least(outbox.c.tries, 10)),
+            MAX_BACKOFF.total_seconds(),
+        )
+        statement = (
+            update(outbox)
+            .where(
+                outbox.c.program_session_id == session_id,
+                true() if version is None else outbox.c.version == version,
+            )
+            .values(
+                tries=outbox.c.tries + 1,
+                next_try_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds),
+                last_error=error[:MAX_LAST_ERROR_CHARS],
+                held_until=None,
+            )
+        )
+        with translate_errors("setting a schedule change aside"), self._engine.begin() as conn:
+            conn.execute(statement)
+            count_set_aside(conn, path)
 
     def release(self, change: PendingChange) -> None:
         """End the caller's lease without settling (a newer change came meanwhile)."""

@@ -82,10 +82,13 @@ class JoinLinkGenerationMessage(BaseModel):
 def build_message(
     session_id: int, actor_user_id: int | None, now: datetime | None = None
 ) -> dict[str, Any]:
-    """The message body a schedule delivers for this session (optional fields omitted)."""
+    """The message body a schedule delivers for this session (optional fields omitted),
+    its actor checked by the message's own rule (the id is a SessionId already): a schedule
+    never carries a message the queue's reader would drop (InvalidInput instead, before any
+    call)."""
     data: dict[str, Any] = {"programSessionId": session_id}
     if actor_user_id is not None:
-        data["actorUserId"] = actor_user_id
+        data["actorUserId"] = validation.actor_user_id(actor_user_id)
     stamp = (now or datetime.now(UTC)).astimezone(UTC)
     return {
         "queueType": QUEUE_TYPE,

@@ -7,6 +7,7 @@ for nothing."""
 
 from collections.abc import Sequence
 from dataclasses import asdict
+from functools import partial
 from typing import Protocol
 
 from dagster import (
@@ -36,6 +37,7 @@ from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
 from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, SyncReport
+from jlg_pipeline.log import describe
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import Work, covering, requests_for
 from jlg_pipeline.orchestration.tags import (
@@ -45,6 +47,7 @@ from jlg_pipeline.orchestration.tags import (
     run_tags,
 )
 from jlg_pipeline.services.schedule_sync import direct_run_key, due_work
+from jlg_pipeline.services.set_aside import Path, set_aside
 
 SYNC_JOB = "join_link_schedule_sync_job"
 SYNC_SENSOR_INTERVAL_S = 10
@@ -136,14 +139,23 @@ def _tick(
             return SensorResult(run_requests=[_sync_request()])
         return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: nothing to sync")
     due = due_work(outbox, covering(instance))
-    work = [
-        Work(
-            direct_run_key(launch),
-            BulkRegisterRequest(launch.session_id, actor_user_id=launch.actor_user_id),
-            correlation_id(launch.session_id),
-        )
-        for launch in due.launches
-    ]
+    work = []
+    for launch in due.launches:
+        try:
+            work.append(
+                Work(
+                    direct_run_key(launch),
+                    BulkRegisterRequest(launch.session_id, actor_user_id=launch.actor_user_id),
+                    correlation_id(launch.session_id),
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - one row no run can be asked for stops no other
+            set_aside(
+                Path.SCHEDULE_SYNC,
+                launch.session_id,
+                exc,
+                partial(outbox.set_aside, launch.session_id, describe(exc), Path.SCHEDULE_SYNC),
+            )
     requests = requests_for(instance, work, Trigger.DIRECT, sharing)
     waiting = _sync_in_flight(instance) if due.sync_due else None
     if due.sync_due and waiting is None:

@@ -22,7 +22,8 @@ with its wait over (a 429 held it) is launched again at once, not after RELAUNCH
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from dagster import (
     DagsterInstance,
@@ -52,6 +53,7 @@ from jlg_pipeline.orchestration.run_requests import (
     generation_runs_seen,
     shared_run_request,
 )
+from jlg_pipeline.services.set_aside import Path, set_aside
 
 WATCHDOG_INTERVAL_S = 5
 """Also how often a probe can go out while the service is down, and how soon after it heals
@@ -112,6 +114,17 @@ def _unattended(
     )
 
 
+def _requests(due: Sequence[DueSession], count: Callable[[], None]) -> list[BulkRegisterRequest]:
+    """Each session's request; one that cannot be built is set aside, the rest go on."""
+    requests = []
+    for session in due:
+        try:
+            requests.append(BulkRegisterRequest(session.id, actor_user_id=session.actor_user_id))
+        except Exception as exc:  # noqa: BLE001 - one row no run can be asked for stops no other
+            set_aside(Path.WATCHDOG, session.id, exc, count)
+    return requests
+
+
 def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
     @sensor(
         name="join_link_watchdog_sensor",
@@ -162,14 +175,12 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
             return SensorResult(
                 skip_reason=f"no unattended due session{waiting}", cursor=json.dumps(launched)
             )
+        # A session set aside is asked for again after RELAUNCH_AFTER_S, as one launched is.
         launched.update({s.id: now for s in fresh})
+        wanted = _requests(fresh, partial(repository.count_set_aside, Path.WATCHDOG))
         requests = [
-            shared_run_request(
-                [BulkRegisterRequest(s.id, actor_user_id=s.actor_user_id) for s in chunk],
-                Trigger.WATCHDOG,
-                Lane.RECOVERY,
-            )
-            for chunk in chunks(fresh, SESSIONS_PER_RUN)
+            shared_run_request(chunk, Trigger.WATCHDOG, Lane.RECOVERY)
+            for chunk in chunks(wanted, SESSIONS_PER_RUN)
         ]
         context.log.info(f"unattended due sessions: {[s.id for s in fresh]}")
         return SensorResult(run_requests=requests, cursor=json.dumps(launched))

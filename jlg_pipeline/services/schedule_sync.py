@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import Any, Literal, Protocol
 
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.domain.errors import ConfigError, SchedulerCallFailed
+from jlg_pipeline.domain.errors import ConfigError, InvalidInput, SchedulerCallFailed
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, schedule_name, schedule_request
 from jlg_pipeline.domain.schedule_sync import (
     SYNC_BATCH_LIMIT,
@@ -29,7 +30,8 @@ from jlg_pipeline.domain.schedule_sync import (
     SyncReport,
 )
 from jlg_pipeline.domain.validation import SessionId
-from jlg_pipeline.log import log_event
+from jlg_pipeline.log import describe, log_event
+from jlg_pipeline.services.set_aside import Path, set_aside
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +123,22 @@ class ScheduleSync:
             result = self._call(action, change)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the change pending
             error = _safe_error(exc)
+            if isinstance(exc, InvalidInput):
+                # The row's own fault (no schedule can be built from it), not AWS's: set
+                # aside on its backoff and counted; the others go on.
+                set_aside(
+                    Path.OUTBOX,
+                    change.session_id,
+                    exc,
+                    partial(
+                        self._outbox.set_aside,
+                        change.session_id,
+                        describe(exc),
+                        Path.OUTBOX,
+                        change.version,
+                    ),
+                )
+                return SyncAction.FAILED
             if action is not ChangeAction.DIRECT:
                 retry_at = change.next_try_at()
                 if not self._outbox.postpone(change, error, retry_at):
@@ -215,7 +233,17 @@ class ScheduleSync:
         def apply_in_budget(session_id: SessionId) -> SyncAction:
             if time.monotonic() > deadline:
                 return SyncAction.NOTHING  # left pending for the next run
-            return self.apply(session_id)
+            try:
+                return self.apply(session_id)
+            except Exception as exc:  # noqa: BLE001 - one row no applier can take stops no other
+                error = _safe_error(exc)
+                set_aside(
+                    Path.OUTBOX,
+                    session_id,
+                    exc,
+                    partial(self._outbox.set_aside, session_id, error, Path.OUTBOX),
+                )
+                return SyncAction.FAILED
 
         if session_ids:
             with ThreadPoolExecutor(

@@ -7,11 +7,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
-from jlg_pipeline.domain.errors import GenerationFailed
+from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.models import (
     BulkRegisterRequest,
     GenerationOutcome,
@@ -23,6 +24,7 @@ from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.generation import Gate, Next
 from jlg_pipeline.services.next_step import By, who_tries_again
 from jlg_pipeline.services.retrying import tries
+from jlg_pipeline.services.set_aside import Path, set_aside
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +49,32 @@ def sweep_overdue_sessions(
         "sweep",
         [BulkRegisterRequest(c.id) for c in candidates],
         due_total,
-        generate,
+        _set_aside_on_error(generate, partial(repository.count_set_aside, Path.SWEEP)),
         concurrency,
         limit=limit,
     )
+
+
+def _set_aside_on_error(generate: Gate, count: Callable[[], None]) -> Gate:
+    """``generate``, with a session it fails on unexpectedly (not a GenerationFailed, which the
+    gate marked on the row) set aside: logged, counted, and reported failed, so the sweep goes
+    on with the rest; the next sweep tries it again."""
+
+    def guarded(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
+        try:
+            return generate(request, resume=resume)
+        except GenerationFailed:
+            raise
+        except Exception as exc:
+            set_aside(Path.SWEEP, request.session_id, exc, count)
+            raise RetryableGenerationFailed(
+                f"session {request.session_id} set aside: {describe(exc)}",
+                session_id=request.session_id,
+                attempt=0,
+                retryable=True,
+            ) from exc
+
+    return guarded
 
 
 def backfill_window(
