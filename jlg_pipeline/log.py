@@ -47,9 +47,28 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+class EscapedArgs(logging.Filter):
+    """A library's log line whose arguments come from outside (uvicorn's access line: the
+    client's address, from ``X-Forwarded-For`` behind a proxy, and the request's path) has
+    each escaped (:func:`escaped`), so one line stays one event."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(escaped(a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+ESCAPED_LOGGERS = ("uvicorn.access",)
+
+
 def configure_logging(level: int = logging.INFO) -> None:
     """Send this project's lines to stderr when the host process has not set up logging
-    (uvicorn configures only its own loggers). Libraries stay at WARNING."""
+    (uvicorn configures only its own loggers). Libraries stay at WARNING; the access log's
+    fields from outside are escaped."""
+    for name in ESCAPED_LOGGERS:
+        library = logging.getLogger(name)
+        if not any(isinstance(f, EscapedArgs) for f in library.filters):
+            library.addFilter(EscapedArgs())
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(

@@ -14,6 +14,7 @@ own deadline are the app's (``web.limits``), so they hold under any server."""
 
 import argparse
 import asyncio
+import ipaddress
 import sys
 from collections.abc import Sequence
 from typing import ClassVar
@@ -87,8 +88,8 @@ class BoundedH11Protocol(H11Protocol):
     def _over_client_cap(self) -> bool:
         if not self.per_client or self.client is None:
             return False
-        address = self.client[0]
-        held = [c for c in self.connections if _address(c) == address]
+        key = client_key(str(self.client[0]))
+        held = [c for c in self.connections if (a := _address(c)) and client_key(a) == key]
         return len(held) > self.per_client
 
     def _head_too_large(self) -> bool:
@@ -124,6 +125,20 @@ class BoundedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             self.transport.write(head.encode() + body)
             self.transport.close()
+
+
+def client_key(address: str) -> str:
+    """Whom a connection counts against: an IPv4 address, or an IPv6 address's /64 (one host
+    holds a whole /64, and would otherwise be a new client at every address of it)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def _address(connection: object) -> str | None:

@@ -98,6 +98,29 @@ def start(data_dir: Path, app_url: str | None, dagster_url: str | None) -> Local
     )
 
 
+DAGSTER_READER = "jlg_dagster_reader"
+
+
+def dagster_reader(dagster_url: str, kit_sql: Path, role: str = DAGSTER_READER) -> str:
+    """The SELECT-only role the admin API reads Dagster's storage with, made as the kit makes
+    it (``kit_sql``: deploy/postgres/dagster-reader.sql) once Dagster's tables exist; its URL
+    (no password: the embedded server trusts its local socket)."""
+    statements = [
+        s.strip().replace(DAGSTER_READER, role)
+        for s in "\n".join(
+            line for line in kit_sql.read_text().splitlines() if not line.startswith("--")
+        ).split(";")
+        if s.strip()
+    ]
+    owner = make_url(dagster_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(owner, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+        for statement in statements:
+            if not (exists and statement.upper().startswith("CREATE ROLE")):
+                conn.execute(statement.encode())
+    return make_url(dagster_url).set(username=role, password=None).render_as_string()
+
+
 def embedded(data_dir: Path, cleanup_mode: str) -> Any:
     """The pgserver wheel's PostgreSQL on ``data_dir`` (created there on first use), the one
     way every embedded server here starts; ``cleanup_mode`` "stop" keeps its data, "delete"

@@ -261,6 +261,14 @@ def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitS
         bin_dir = Path(sys.executable).parent
         create_dagster_storage(env, bin_dir)
         workspace = str(root / "workspace.yaml")
+        web_env = dict(env)
+        if pg.server is not None:
+            # As in the kit: the admin API reads Dagster's storage as a SELECT-only role and
+            # holds no URL of Dagster's owner.
+            web_env.pop("DAGSTER_POSTGRES_URL", None)
+            web_env["JLG_DAGSTER_READER_URL"] = local_postgres.dagster_reader(
+                pg.dagster_url, root / "deploy" / "postgres" / "dagster-reader.sql"
+            )
         children.start(
             "web",
             [
@@ -273,7 +281,7 @@ def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitS
                 "--port",
                 str(ports.web),
             ],
-            env,
+            web_env,
             root,
             logs / "web.log",
         )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 from dagster import DagsterInstance
 from sqlalchemy import Engine, inspect, text
@@ -23,7 +24,7 @@ from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.local.postgres import admin_execute
+from jlg_pipeline.local.postgres import admin_execute, dagster_reader
 from jlg_pipeline.migrate import migrate
 from jlg_pipeline.services.generation import bind_gate, generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
@@ -181,6 +182,25 @@ def test_the_application_does_its_work_with_the_documented_grants_and_no_more(
         snapshot = read_metrics_snapshot(app)
         assert snapshot.attempts == {("direct", "COMPLETED"): 1, ("cron", "COMPLETED"): 1}
 
+        # The audit tables are append-only, and the migrations' version is the migrator's.
+        with client_for(settings_for(app_url, aws.queue_arn), aws.scheduler) as http:
+            moved = http.patch(
+                "/program/9/link-generation",
+                headers={**ADMIN, "Idempotency-Key": "roles-1"},
+                json={"shiftBy": 60, "expectedCount": 3},
+            )
+            assert moved.status_code == 200, moved.text
+        for refused in (
+            "DELETE FROM jlg.jlg_link_generation_change",
+            "UPDATE jlg.jlg_link_generation_change SET actor_user_id = 1",
+            "DELETE FROM jlg.jlg_programme_operation",
+            "UPDATE jlg.jlg_programme_operation SET actor_user_id = 1",
+            "UPDATE jlg.alembic_version SET version_num = 'x'",
+            "DELETE FROM jlg.alembic_version",
+        ):
+            with pytest.raises(DBAPIError, match="permission denied"), app.begin() as conn:
+                conn.execute(text(refused))
+
         # And no more: none of the host's other columns, no DDL.
         with pytest.raises(DBAPIError, match="permission denied"), app.begin() as conn:
             conn.execute(text("UPDATE hdb_program_session SET title = 'x'"))
@@ -245,3 +265,37 @@ def test_the_orchestrators_health_is_read_by_a_select_only_role_and_never_writte
         with owner.begin() as conn:
             conn.execute(text(f"DROP OWNED BY {roles.reader}"))
         owner.dispose()
+
+
+def test_the_dev_stack_reads_dagsters_storage_as_the_kits_select_only_role(
+    dagster_storage_url: str,
+    roles: Roles,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    """The audit: the development stack handed the admin API Dagster's owner URL, read-only
+    only by the session's default."""
+    (tmp_path / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", dagster_storage_url)
+    with DagsterInstance.from_config(str(tmp_path)):
+        pass  # Dagster creates its tables
+    kit = KIT / "dagster-reader.sql"
+    request.addfinalizer(
+        lambda: admin_execute(
+            dagster_storage_url.replace("+psycopg2", ""), f"DROP OWNED BY {roles.reader}"
+        )
+    )
+    dagster_reader(dagster_storage_url, kit, role=roles.reader)
+    url = dagster_reader(dagster_storage_url, kit, role=roles.reader)  # a restart: no error
+    assert make_url(url).username == roles.reader
+    reader = storage_engine(url, pool_size=1, max_overflow=0)
+    try:
+        assert read_orchestrator_health(reader).runs == {}
+    finally:
+        reader.dispose()
+    libpq = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(libpq, autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = off")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM runs")

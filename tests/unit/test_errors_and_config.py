@@ -128,3 +128,35 @@ def test_settings_read_the_process_environment(monkeypatch: pytest.MonkeyPatch) 
         assert settings.aws_region == "eu-west-1"
         assert settings.windows.stale_ms == 1500
         assert (settings.jwt_max_ttl_s, settings.online_session_timeout_s) == (600, 12.5)
+
+
+CONFIG_VARIABLES = [
+    "JLG_ENVIRONMENT",
+    "JLG_REGISTRAR",
+    "JLG_JWT_MAX_TTL_S",
+    "JLG_ONLINE_SESSION_TIMEOUT_S",
+    "JLG_ONLINE_SESSION_RATE",
+    "JLG_ONLINE_SESSION_BURST",
+    "JLG_ONLINE_SESSION_MAX_PAUSE_S",
+    "JLG_MAX_SESSIONS_PER_RUN",
+    "JLG_TEST_GRACE_MS",
+    "JLG_TEST_STALE_MS",
+]
+
+
+@pytest.mark.parametrize("name", CONFIG_VARIABLES)
+def test_a_config_error_never_repeats_the_value(name: str) -> None:
+    """The audit: ConfigError repeated a variable's value (a URL's password, a token typed
+    into the wrong variable), and errors reach logs."""
+    marker = "s3cr3t-pa55word"
+    environ = {"JLG_ENVIRONMENT": "local", name: marker}
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env(environ)
+    assert marker not in str(refused.value)
+    assert name in str(refused.value)
+
+
+def test_a_flag_error_never_repeats_the_value() -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_flag("ENABLE_JOIN_LINK_FALLBACK_CRON", "s3cr3t-pa55word")
+    assert "s3cr3t" not in str(refused.value)

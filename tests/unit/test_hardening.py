@@ -23,6 +23,7 @@ from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.local import stack
 from tests.support import ROOT
 from web.app import create_app
+from web.server import client_key
 
 
 def test_the_example_secret_is_the_one_in_env_example() -> None:
@@ -259,3 +260,20 @@ def test_jlg_token_uses_the_dev_stack_secret_when_none_is_exported(
     assert cli.main(["token", "--roles", "mentor", "--user-id", "2"]) == 0
     claims = jwt.decode(capsys.readouterr().out.strip(), secret, algorithms=["HS256"])
     assert (claims["sub"], claims["roles"]) == ("2", ["mentor"])
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("2001:db8:1:3::1", "2001:db8:1:3::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("192.0.2.7", "192.0.2.7"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("not-an-address", "not-an-address"),
+    ],
+)
+def test_the_per_client_cap_counts_an_ipv6_host_by_its_64(address: str, key: str) -> None:
+    """The audit: every address of one IPv6 /64 was another client."""
+    assert client_key(address) == key

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jlg_pipeline.log import escaped, log_event
+from jlg_pipeline.log import configure_logging, escaped, log_event
 from jlg_pipeline.services.event_intake import drain
 from tests.support.fakes import FakeQueue
 
@@ -38,3 +38,19 @@ def test_log_event_escapes_every_field(caplog: pytest.LogCaptureFixture) -> None
     with caplog.at_level(logging.INFO, logger="jlg_pipeline.test"):
         log_event(logger, logging.INFO, "x.y", reason="a\nb\x1b[31m\u2028c\\d")
     assert caplog.records[-1].getMessage() == "x.y reason=a\\nb\\x1b[31m\\u2028c\\\\d"
+
+
+def test_the_access_log_escapes_a_forwarded_address_and_path(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With --proxy-headers uvicorn logs X-Forwarded-For as sent, escapes included."""
+    configure_logging()
+    access = logging.getLogger("uvicorn.access")
+    forged = '1.2.3.4\n127.0.0.1:1 - "GET /forged HTTP/1.1" 200\x1b[2K'
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        access.info('%s - "%s %s HTTP/%s" %d', forged, "GET", "/x\r\ny", "1.1", 200)
+    line = caplog.records[-1].getMessage()
+    assert "\n" not in line
+    assert "\r" not in line
+    assert "\x1b" not in line
+    assert line.endswith(" 200")
