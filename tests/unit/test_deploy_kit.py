@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from jlg_pipeline.adapters.database import INSTANCE_STORAGE_PARAMS, instance_storage_url
 from jlg_pipeline.config import Environment, Settings
 from tests.support import ROOT
+from web.endpoints import ENDPOINTS
 from web.server import MAX_CONNECTIONS_PER_CLIENT, command
 
 DEPLOY = ROOT / "deploy"
@@ -419,9 +420,37 @@ def test_one_client_cannot_take_every_connection_of_the_admin_api() -> None:
     limit = int(ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/limit-connections"])
     assert 0 < limit <= MAX_CONNECTIONS_PER_CLIENT
     [rule] = ingress["spec"]["rules"]
-    [path] = rule["http"]["paths"]
-    assert path["backend"]["service"]["name"] == manifests["Service"]["metadata"]["name"]
+    for path in rule["http"]["paths"]:
+        assert path["backend"]["service"]["name"] == manifests["Service"]["metadata"]["name"]
     assert ingress["spec"]["tls"], "admins reach it over TLS only"
+
+
+def _routed(paths: list[dict[str, str]], request_path: str) -> bool:
+    """Whether the Ingress sends ``request_path`` on (Kubernetes' Prefix matches whole path
+    elements: /program matches /program/7, not /program-session)."""
+    for path in paths:
+        if path["pathType"] == "Exact" and request_path == path["path"]:
+            return True
+        prefix = path["path"].rstrip("/")
+        if path["pathType"] == "Prefix" and (
+            request_path == prefix or request_path.startswith(prefix + "/")
+        ):
+            return True
+    return False
+
+
+def test_the_ingress_routes_every_admin_route_and_keeps_metrics_inside_the_cluster() -> None:
+    """The audit: /metrics was anonymous and the Ingress routed / to the internet."""
+    manifests = {m["kind"]: m for _, m in _manifests()}
+    [rule] = manifests["Ingress"]["spec"]["rules"]
+    paths = rule["http"]["paths"]
+    for endpoint in ENDPOINTS:
+        example = endpoint.path.replace("{id}", "7").replace("{programId}", "3")
+        example = example.replace("{operationId}", "00000000-0000-0000-0000-000000000000")
+        if endpoint.admin:
+            assert _routed(paths, example), endpoint.path
+    for inside in ("/metrics", "/metrics/", "/readyz", "/", "/anything"):
+        assert not _routed(paths, inside), inside
 
 
 HARDENED_POD = {"runAsNonRoot": True, "runAsUser": 10001}
