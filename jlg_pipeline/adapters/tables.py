@@ -75,7 +75,7 @@ program_session = Table(
     Column("id", BigInteger, Identity(), primary_key=True),
     Column("program_id", BigInteger, nullable=False),
     Column("name", String(255), nullable=True),
-    Column("starts_at", DateTime(timezone=True), nullable=True),
+    Column("starts_at", ReadableTime(), nullable=True),
     Column(
         "hdb_online_session",
         BigInteger,
@@ -84,10 +84,10 @@ program_session = Table(
         ),
         nullable=True,
     ),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("created_at", ReadableTime(), nullable=False, server_default=func.now()),
+    Column("updated_at", ReadableTime(), nullable=False, server_default=func.now()),
     Column("updated_by", Integer, nullable=True),
-    Column("deleted_at", DateTime(timezone=True), nullable=True),
+    Column("deleted_at", ReadableTime(), nullable=True),
     # Migration 0002: the TRD's two columns, plus what fencing and visibility need.
     Column("link_generation_at", ReadableTime(), nullable=True),
     Column(
@@ -100,7 +100,7 @@ program_session = Table(
     Column("link_generation_last_error", Text, nullable=True),
     Column("link_generation_job_id", String(255), nullable=True),
     # Migration 0008: when a retryable failure is tried again (NULL: not by the watchdog).
-    Column("link_generation_retry_at", DateTime(timezone=True), nullable=True),
+    Column("link_generation_retry_at", ReadableTime(), nullable=True),
     CheckConstraint(
         f"link_generation_status IN ({STATUS_VALUES})", name="ck_psession_link_gen_status"
     ),

@@ -143,3 +143,26 @@ def test_a_row_holding_an_unreadable_time_is_reported_as_such_and_can_be_repaire
     assert repaired.json()["data"]["linkGenerationStatus"] == "NOT_SCHEDULED"
     changes = http.get(f"{_session(sid)}/changes", headers=HEADERS).json()["data"]
     assert changes[0]["linkGenerationAt"] is None
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("updated_at", "infinity"),
+        ("link_generation_retry_at", "-infinity"),
+        ("starts_at", "infinity"),
+    ],
+)
+def test_any_time_the_host_stores_leaves_every_read_standing(
+    engine: Engine, http: TestClient, column: str, value: str
+) -> None:
+    """The host owns its rows and may write any time PostgreSQL takes."""
+    (sid,) = create_sessions(engine, 1, program_id=45)
+    with engine.begin() as conn:
+        conn.execute(
+            text(f"UPDATE hdb_program_session SET {column} = :v WHERE id = :id"),
+            {"v": value, "id": sid},
+        )
+    assert http.get(_session(sid), headers=HEADERS).status_code == 200
+    listing = http.get("/program-session/link-generation?programId=45", headers=HEADERS)
+    assert listing.status_code == 200, listing.text
