@@ -16,7 +16,8 @@ admin would.
 
 Invariants (each breach printed as a violation):
 - every armed session is COMPLETED at its last armed time within 2 minutes of that time, or
-  of the end of the last fault that overlapped its wait;
+  of the end of the last fault that overlapped its wait (for "service absurd", a Retry-After
+  of decades among its answers, that end plus the pause's cap, ``MAX_PAUSE_S``);
 - one bulkRegister job per cycle at the service, and the runbook's proof (two job ids in one
   cycle of the attempt history) finds none;
 - no admin answer is a 5xx other than 503;
@@ -83,6 +84,10 @@ FULL_SHAPE_S = 300.0
 shorter one (the suite's smoke) shrinks them in proportion."""
 RETRY_AFTER_S = 20
 """The service's Retry-After while it answers 429 (shrunk with a short trial's shape)."""
+MAX_PAUSE_S = 60
+"""The trial's JLG_ONLINE_SESSION_MAX_PAUSE_S: while the service answers absurdly (a
+Retry-After of decades) a pause lasts this long at most, then one probe; a session held by the
+fault is due this much after it ends (the invariant allows the pause's cap)."""
 LIMITED_PER_S = 1.0
 """The service's own limit while it is rate-limited: a call a second."""
 POISON = [
@@ -110,6 +115,7 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "service rate-limited": (30, 180),
     "service hung": (20, 120),
     "service failing for one session": (30, 180),
+    "service absurd": (30, 120),
     "daemon group killed": (10, 40),
     "a run worker killed": (0, 0),
     "the code server killed": (0, 0),
@@ -129,6 +135,12 @@ class Fault:
     @property
     def end(self) -> float:
         return self.start + self.duration
+
+    @property
+    def holds_until(self) -> float:
+        """When the sessions it held are free: its end, or for absurd answers the longest
+        pause one of them could have set just before it (then one probe asks again)."""
+        return self.end + (MAX_PAUSE_S if self.kind == "service absurd" else 0)
 
 
 @dataclass(frozen=True)
@@ -256,6 +268,19 @@ SERVICE_ANSWERS: dict[str, list[Answer]] = {
         Answer(status=502, body=b"<html><body>Bad gateway</body></html>"),
         Answer(raw=b"HTTP/1.1 2OO OK\r\n\r\n{"),
         Answer(raw=b"\x00\x01garbage"),
+    ],
+    # The audit's answers: Retry-After of decades, too many digits to parse, a date in year
+    # 9999, negative, malformed; bodies of garbage under statuses the contract retries.
+    "service absurd": [
+        Answer(status=429, body=b"{}", headers={"Retry-After": "999999999"}),
+        Answer(status=503, body=b"{}", headers={"Retry-After": "99999999999"}),
+        Answer(status=503, body=b"{}", headers={"Retry-After": "9999999999999"}),
+        Answer(status=429, body=b"{}", headers={"Retry-After": str(10**23)}),
+        Answer(status=429, body=b"{}", headers={"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}),
+        Answer(status=429, body=b"{}", headers={"Retry-After": "-5"}),
+        Answer(status=503, body=b"\xff\xfe\x00 garbage", headers={"Retry-After": "soon"}),
+        Answer(status=500, body=b'{"error": {"code": "' + b"A" * 5000 + b'"}}'),
+        Answer(status=429, body=b"[[[[", headers={"Retry-After": "1e9"}),
     ],
 }
 PROXY_MODES = {
@@ -495,6 +520,7 @@ def whole_system(
             JLG_ONLINE_SESSION_URL=f"http://127.0.0.1:{service_box.port}/",
             JLG_ONLINE_SESSION_TOKEN="chaos-service-token",  # noqa: S106 - local stand-in
             JLG_MAX_SESSIONS_PER_RUN="25",
+            JLG_ONLINE_SESSION_MAX_PAUSE_S=str(MAX_PAUSE_S),
             **settings,
         )
         # EventBridge's own delivery talks to moto directly: its faults are ours to call.
@@ -645,9 +671,11 @@ def judge(
             )
         due_s = (kept.at - record.started_at).total_seconds()
         holding = [
-            f for f in timeline.faults if f.start <= due_s + ON_TIME_S and f.end >= kept.armed_s
+            f
+            for f in timeline.faults
+            if f.start <= due_s + ON_TIME_S and f.holds_until >= kept.armed_s
         ]
-        held_until = max([due_s, *(f.end for f in holding)])
+        held_until = max([due_s, *(f.holds_until for f in holding)])
         finished = completed.get((sid, kept.at))
         if finished is None:
             violations.append(f"session {sid}: due at {due_s:.0f} s, {status}, never COMPLETED")
