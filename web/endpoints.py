@@ -123,8 +123,8 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "A repeat with the same key answers the first result without acting again, "
-    "and finishes an operation cut off part-way",
+    "description": "Required unless dryRun (400 without it). A repeat with the same key answers "
+    "the first result without acting again, and finishes an operation cut off part-way",
     "schema": {"type": "string", "minLength": 1, "maxLength": 200},
 }
 
