@@ -14,8 +14,10 @@ Cases: ``budget`` (``JLG_ONLINE_SESSION_RATE=R``, the burst its default, one sec
 worth), ``budget-burst-N`` (the same, ``JLG_ONLINE_SESSION_BURST=N``), ``defaults`` (no
 budget: the service's 429s are the only brake), ``hung`` and ``failing`` (the budget on; from
 FAULT_AT_S after the time, for ``--fault`` seconds, the service accepts calls and answers none
-until it heals / answers 503), and ``unlimited`` (no budget and no limit at the service: the
-CPU baseline).
+until it heals / answers 503), ``unlimited`` (no budget and no limit at the service: the
+CPU baseline), and ``nginx-budget`` / ``nginx-defaults`` (the same as ``budget`` /
+``defaults``, the stand-in's limit off and nginx's ``limit_req`` at R, burst R - 1, in front of
+it: bench/limiter.py; needs Debian's ``nginx-light``).
 Targets (the issue's): with the budget, no 429, an achieved rate ≥ 0.95 R while the cohort
 drains, all COMPLETED within N/R + 30 s of the time and no session called more than 5 s after
 a later-timed one; by default, all COMPLETED within 2N/R + 60 s, no call inside a
@@ -31,6 +33,7 @@ import re
 import tempfile
 import threading
 import time
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,13 +54,26 @@ from bench.common import (
     strict_option,
     table,
 )
+from bench.limiter import calls_seen, nginx_limit
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
 from testkit.factories import add_registrations, arm_cohort
 
-CASES = ("budget", "budget-burst-1", "defaults", "hung", "failing", "unlimited")
+CASES = (
+    "budget",
+    "budget-burst-1",
+    "defaults",
+    "hung",
+    "failing",
+    "unlimited",
+    "nginx-budget",
+    "nginx-defaults",
+)
+NGINX_CASE = "nginx-"
+"""Cases whose service is behind nginx's ``limit_req`` (bench/limiter.py) instead of the
+stand-in's own limit: a limiter no one here wrote."""
 BURST_CASE = re.compile(r"budget-burst-[1-9][0-9]*")
 """``budget`` with ``JLG_ONLINE_SESSION_BURST`` set to the case's number."""
 LEAD_S = 40
@@ -98,6 +114,7 @@ class Case:
 
 
 def _settings(case: str, rate: float) -> dict[str, str]:
+    case = case.removeprefix(NGINX_CASE)
     if case in ("defaults", "unlimited"):
         return {}
     _, _, burst = case.partition("budget-burst-")
@@ -210,11 +227,19 @@ def run_case(
         moto_process("depth-free") as aws,
         online_session_service() as service,
         tempfile.TemporaryDirectory(prefix="jlg-bench-budget-", ignore_cleanup_errors=True) as d,
+        ExitStack() as stack,
     ):
         home = Path(d)
         engine = create_engine(url)
         add_registrations(engine, 1, 20)
-        service.limit_per_s = None if name == "unlimited" else rate
+        behind_nginx = name.startswith(NGINX_CASE)
+        service.limit_per_s = None if name == "unlimited" or behind_nginx else rate
+        limiter = (
+            nginx_limit(service.url, rate, home)
+            if behind_nginx
+            else nullcontext((service.url, None))
+        )
+        service_url, nginx_log = stack.enter_context(limiter)
         env = dagster_env(
             home,
             dagster_url,
@@ -222,7 +247,7 @@ def run_case(
             **aws.env,
             JLG_SQS_QUEUE_URL=aws.queue_url,
             JLG_REGISTRAR="http",
-            JLG_ONLINE_SESSION_URL=service.url,
+            JLG_ONLINE_SESSION_URL=service_url,
             JLG_ONLINE_SESSION_TOKEN=TOKEN,
             ENABLE_JOIN_LINK_SCHEDULER="true",
             **_settings(name, rate),
@@ -270,7 +295,7 @@ def run_case(
             case.all_completed_s = last - fire_at
             if not math.isnan(case.heal_s):
                 case.after_heal_s = case.all_completed_s - case.heal_s
-        received = list(service.received)
+        received = calls_seen(nginx_log) if nginx_log is not None else list(service.received)
         if keep is not None:
             _keep(keep, name, home / "daemon.log", received)
         case.calls = len(received)
@@ -295,13 +320,15 @@ def _judge(case: Case, targets: Targets) -> str:
         targets.at_most(f"{name}: not COMPLETED", n - case.completed, 0),
         targets.at_most(f"{name}: cycles with two jobs", case.twice, 0),
     ]
-    if name.startswith("budget"):
+    if name.removeprefix(NGINX_CASE).startswith("budget"):
         verdicts += [
             targets.at_most(f"{name}: 429 answers", case.throttled, 0),
             targets.at_least(f"{name}: achieved rate", case.achieved_rate, 0.95 * r),
             targets.at_most(f"{name}: all COMPLETED after (s)", case.all_completed_s, n / r + 30),
             targets.at_most(f"{name}: called after a later-timed one (s)", case.time_order_s, 5),
         ]
+    elif name == "nginx-defaults":
+        verdicts += [targets.at_most(f"{name}: FAILED", case.failed, 0)]
     elif name == "defaults":
         verdicts += [
             targets.at_most(

@@ -36,11 +36,14 @@ def _exported() -> set[str]:
         {"SENSOR": 1.0}, (Instigator("join_link_sqs_sensor", "sensor", 1.0, 0),), {}, 0.0
     )
     view = Look(
-        ViewState(down_since=NOW, changed_at=NOW, paused_until=NOW), NOW, Budget(25.0, 25.0)
+        ViewState(down_since=NOW, changed_at=NOW, paused_until=NOW, resumed_at=NOW),
+        NOW,
+        Budget(25.0, 25.0),
     )
     database = MetricsSnapshot(
         attempts={("sqs", "COMPLETED"): 1},
         open_attempts={"sqs": 1},
+        set_aside={"watchdog": 1},
         service=view,
         service_backlog=3,
     )
