@@ -383,5 +383,7 @@ def after_call(
 def held_by_the_service(state: ViewState) -> bool:
     """Whether a session that just failed with the service unwell waits for the service as a
     whole (due again the moment it is back) rather than on its own backoff: the service is down,
-    or its failures run in a row (the others are not succeeding meanwhile)."""
-    return state.down or state.failures > 1
+    its failures run in a row (the others are not succeeding meanwhile), or it asked for a pause
+    and no call has answered well since (429s between 5xx keep the run of failures short, and a
+    session's attempts then count the service's failures: its own backoff grew past the fault)."""
+    return state.down or state.failures > 1 or state.paused_until is not None

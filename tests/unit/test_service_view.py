@@ -301,3 +301,16 @@ def test_a_held_caller_asks_again_only_while_the_hold_may_end_within_its_patienc
     else:
         assert pause == (wait if wait <= patience else None)
         assert probe == min(RECHECK_S, patience)
+
+
+def test_an_unwell_answer_between_throttled_ones_is_the_services_not_the_sessions() -> None:
+    """Chaos seed 15, the service answering absurdly: 429s and 5xx interleaved, so unwell
+    answers never ran in a row; a session's sixth attempt (five failed for the service as a
+    whole) took a 5xx for its own failure and waited 320 s, 250 s past the fault's end. Until
+    a call answers well after the pause, an unwell answer is the service's."""
+    state = after_call(ViewState(), Health.THROTTLED, at(0), retry_after_s=10)
+    state = after_call(state, Health.UNWELL, at(11), probed=True)
+    assert state.failures == 1
+    assert held_by_the_service(state), "no call has answered well since the pause"
+    state = after_call(state, Health.ANSWERED, at(20))
+    assert not held_by_the_service(after_call(state, Health.UNWELL, at(21))), "its own, now"
