@@ -279,9 +279,9 @@ def give_back(state: ViewState, turn: Turn) -> ViewState:
 
 def bounded(state: ViewState, budget: Budget, now: datetime, probe_hold_s: float) -> ViewState:
     """``state`` with no time further ahead of ``now`` than one answer may set: a pause at most
-    ``budget.max_pause_s``, a probe's hold its call's bound (or PROBE_EVERY_S), the next slot
-    ``budget.slot_horizon_s``. A row that holds more (an older release's, a clock stepped back)
-    is read as if it held the bound."""
+    ``budget.max_pause_s``, a probe's hold its call's bound (or PROBE_EVERY_S) from its slot,
+    the next slot ``budget.slot_horizon_s``. A row that holds more (an older release's, a clock
+    stepped back) is read as if it held the bound."""
 
     def capped(when: datetime | None, limit_s: float) -> datetime | None:
         return None if when is None else min(when, now + timedelta(seconds=limit_s))
@@ -289,7 +289,8 @@ def bounded(state: ViewState, budget: Budget, now: datetime, probe_hold_s: float
     return replace(
         state,
         paused_until=capped(state.paused_until, budget.max_pause_s),
-        probe_until=capped(state.probe_until, max(probe_hold_s, PROBE_EVERY_S)),
+        # A probe may take a slot up to MAX_SLOT_WAIT_S away, and holds its right from then.
+        probe_until=capped(state.probe_until, max(probe_hold_s, PROBE_EVERY_S) + MAX_SLOT_WAIT_S),
         next_slot_at=capped(state.next_slot_at, budget.slot_horizon_s),
         failures=min(state.failures, MAX_FAILURES_COUNTED),
     )
