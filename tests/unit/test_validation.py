@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jlg_pipeline.domain import validation
-from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.constants import LINK_GENERATION_HORIZON, TimingWindows
 from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.models import BulkRegisterRequest
 
@@ -109,3 +109,23 @@ def test_a_request_either_holds_to_the_rules_or_is_invalid_input(
             assert not validation.CONTROL_CHARACTERS.search(text_field)
     assert request.batch_size is None or type(request.batch_size) is int
     assert request.actor_user_id is None or 1 <= request.actor_user_id <= 2**31 - 1
+
+
+@given(st.text(max_size=500), st.integers(min_value=1, max_value=80))
+def test_text_repeated_in_an_error_is_bounded_and_inert(text: str, max_chars: int) -> None:
+    shown = validation.shown(text, max_chars)
+    assert len(shown) <= 8 * max_chars + 1, "at most an escape (\\u and 6 digits) a character"
+    assert not any(c in shown for c in "<>&\"'")
+    assert all(c.isprintable() for c in shown)
+    assert (len(text) > max_chars) == shown.endswith("…")
+
+
+@given(st.integers(min_value=-(10**9), max_value=10**10))
+def test_a_time_is_within_the_horizon_exactly_when_it_is_no_further_than_it(seconds: int) -> None:
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    at = now + timedelta(seconds=seconds)
+    if timedelta(seconds=seconds) <= LINK_GENERATION_HORIZON:
+        assert validation.within_horizon(at, now) == at
+    else:
+        with pytest.raises(InvalidInput, match="horizon"):
+            validation.within_horizon(at, now)
