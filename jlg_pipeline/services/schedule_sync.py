@@ -122,23 +122,10 @@ class ScheduleSync:
         try:
             result = self._call(action, change)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the change pending
-            error = _safe_error(exc)
             if isinstance(exc, InvalidInput):
-                # The row's own fault (no schedule can be built from it), not AWS's: set
-                # aside on its backoff and counted; the others go on.
-                set_aside(
-                    Path.OUTBOX,
-                    change.session_id,
-                    exc,
-                    partial(
-                        self._outbox.set_aside,
-                        change.session_id,
-                        describe(exc),
-                        Path.OUTBOX,
-                        change.version,
-                    ),
-                )
-                return SyncAction.FAILED
+                # The row's own fault (no schedule can be built from it), not AWS's.
+                return self._set_aside(change.session_id, exc, describe(exc), change.version)
+            error = _safe_error(exc)
             if action is not ChangeAction.DIRECT:
                 retry_at = change.next_try_at()
                 if not self._outbox.postpone(change, error, retry_at):
@@ -199,6 +186,19 @@ class ScheduleSync:
             return SyncAction.DIRECT
         return SyncAction.DELETED if existed else SyncAction.ABSENT
 
+    def _set_aside(
+        self, session_id: int, exc: Exception, error: str, version: int | None = None
+    ) -> SyncAction:
+        """A change this applier cannot act on: set aside on its own backoff and counted
+        (services/set_aside.py); the others go on."""
+        set_aside(
+            Path.OUTBOX,
+            session_id,
+            exc,
+            partial(self._outbox.set_aside, session_id, error, Path.OUTBOX, version),
+        )
+        return SyncAction.FAILED
+
     def direct_near(self) -> int:
         """Decide in the database, without AWS, every pending change whose time is under
         DIRECT_WITHIN away: it goes direct (the sync sensor launches its run when due)."""
@@ -236,14 +236,7 @@ class ScheduleSync:
             try:
                 return self.apply(session_id)
             except Exception as exc:  # noqa: BLE001 - one row no applier can take stops no other
-                error = _safe_error(exc)
-                set_aside(
-                    Path.OUTBOX,
-                    session_id,
-                    exc,
-                    partial(self._outbox.set_aside, session_id, error, Path.OUTBOX),
-                )
-                return SyncAction.FAILED
+                return self._set_aside(session_id, exc, _safe_error(exc))
 
         if session_ids:
             with ThreadPoolExecutor(
