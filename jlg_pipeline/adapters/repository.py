@@ -5,11 +5,11 @@ no read-then-write, no load-and-save (inv-02), and "nothing happened" is a None/
 result, never an exception. Each method runs in its own short transaction.
 """
 
-from collections.abc import Collection, Sequence
+import logging
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     ColumnElement,
     Engine,
     Float,
@@ -17,31 +17,34 @@ from sqlalchemy import (
     Select,
     Update,
     and_,
-    any_,
     bindparam,
     case,
     cast,
     func,
     insert,
-    or_,
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as upsert
 
 from jlg_pipeline.adapters.attempt_history import close_open_attempt, read_attempts
 from jlg_pipeline.adapters.candidates import CandidateQueries
 from jlg_pipeline.adapters.database import translate_errors
-from jlg_pipeline.adapters.intent_history import read_changes
+from jlg_pipeline.adapters.intent_history import newest_actor, read_changes
 from jlg_pipeline.adapters.intent_writes import IntentWrites
-from jlg_pipeline.adapters.session_statements import S, matching, ms, never_claimed
+from jlg_pipeline.adapters.queue import next_waiting
+from jlg_pipeline.adapters.session_statements import S, matching, ms
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
+from jlg_pipeline.adapters.tables import programme_turn as turn
+from jlg_pipeline.adapters.tables import served_order
+from jlg_pipeline.adapters.tables import session_queue as queued
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
 from jlg_pipeline.domain.models import (
     AttemptOutcome,
     AttemptRecord,
+    BulkRegisterRequest,
     Claim,
     IntentChange,
     LinkGenerationState,
@@ -49,6 +52,9 @@ from jlg_pipeline.domain.models import (
 )
 from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.retries import RETRY_BUDGET_S
+from jlg_pipeline.log import describe, log_event
+
+logger = logging.getLogger(__name__)
 
 
 def _claim(row: Any) -> Claim:
@@ -58,7 +64,23 @@ def _claim(row: Any) -> Claim:
         attempt=row.link_generation_attempt,
         link_generation_at=row.link_generation_at,
         claimed_at=row.claimed_at,
+        request=_recorded(row),
     )
+
+
+def _recorded(row: Any) -> BulkRegisterRequest | None:
+    """The options recorded for the claimed cycle (adapters/queue.py), the actor of its newest
+    intent change when none was; a row that no longer passes the rules asks with the defaults."""
+    values = row._mapping
+    if "role" not in values:
+        return None
+    try:
+        return BulkRegisterRequest(row.id, row.role, row.batch_size, row.actor_user_id)
+    except Exception as exc:  # noqa: BLE001 - options never stop a claimed session's call
+        log_event(
+            logger, logging.WARNING, "queue.options_ignored", session_id=row.id, error=describe(exc)
+        )
+        return BulkRegisterRequest(row.id)
 
 
 class ProgramSessionRepository(CandidateQueries, IntentWrites):
@@ -73,8 +95,8 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         # running it. Values arrive as bound parameters.
         self.claim_sql, self.claim_parameters = self._claim_statement(bindparam("session_id"))
         """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
-        self._pull_sql, self._pull_parameters = self._claim_statement(
-            func.coalesce(self._earliest_listed().scalar_subquery(), bindparam("session_id"))
+        self._next_sql, self._next_parameters = self._claim_statement(
+            next_waiting(self.windows.stale_ms)
         )
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
@@ -163,48 +185,38 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
             )
             .cte("opened")
         )
-        # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
-        # per claim than the database did (docs/performance.md).
-        compiled = select(claimed).add_cte(reclaimed, opened).compile(dialect=self._engine.dialect)
-        return str(compiled), dict(compiled.params)
-
-    def _earliest_listed(self) -> Select[Any]:
-        """The session a caller with a turn claims instead of the one it asked for (docs/
-        design.md "Earliest first across runs"): of those ``pull`` names, the earliest (time,
-        id) at or before the asked one (any, when none is asked) that is due and waits: never
-        claimed this cycle, or FAILED with its retry due (one left to the sweep, or still in
-        its backoff, is not pulled again and again). One another caller is claiming is
-        skipped, not waited for."""
-        asked_at = (
-            select(ps.c.link_generation_at)
-            .where(ps.c.id == bindparam("session_id"))
-            .correlate(None)
-            .scalar_subquery()
+        # Every claim sends its programme to the back of the turns (adapters/queue.py).
+        served = upsert(turn).from_select(
+            ["program_id", "served"],
+            select(claimed.c.program_id, func.next_value(served_order)),
         )
-        return (
-            select(ps.c.id)
-            .where(
-                ps.c.id == any_(bindparam("pull", type_=ARRAY(BigInteger))),
-                ps.c.deleted_at.is_(None),
-                self._due(),
-                or_(
-                    never_claimed(),
-                    and_(
-                        ps.c.link_generation_status == S.FAILED.value,
-                        ps.c.link_generation_retry_at <= func.now(),
-                    ),
-                ),
-                or_(
-                    bindparam("session_id", type_=BigInteger).is_(None),
-                    ps.c.link_generation_at < asked_at,
-                    and_(ps.c.link_generation_at == asked_at, ps.c.id <= bindparam("session_id")),
+        served = served.on_conflict_do_update(
+            index_elements=[turn.c.program_id], set_={"served": served.excluded.served}
+        ).cte("served")
+        options = (
+            select(
+                claimed,
+                queued.c.role,
+                queued.c.batch_size,
+                func.coalesce(queued.c.actor_user_id, newest_actor(claimed.c.id)).label(
+                    "actor_user_id"
                 ),
             )
-            .order_by(ps.c.link_generation_at, ps.c.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .correlate(None)
+            .select_from(
+                claimed.outerjoin(
+                    queued,
+                    and_(
+                        queued.c.program_session_id == claimed.c.id,
+                        queued.c.cycle_at == claimed.c.link_generation_at,
+                    ),
+                )
+            )
+            .add_cte(reclaimed, opened, served)
         )
+        # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
+        # per claim than the database did (docs/performance.md).
+        compiled = options.compile(dialect=self._engine.dialect)
+        return str(compiled), dict(compiled.params)
 
     def get_state(self, session_id: int) -> LinkGenerationState | None:
         """The session's link-generation fields, soft-deleted rows included (``deleted``);
@@ -217,11 +229,7 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         return None if row is None else self._to_state(row)
 
     def claim(
-        self,
-        session_id: int,
-        trigger: Trigger = Trigger.MANUAL,
-        run_id: str | None = None,
-        pull: Collection[int] = (),
+        self, session_id: int, trigger: Trigger = Trigger.MANUAL, run_id: str | None = None
     ) -> Claim | None:
         """The one gate: atomically move a due, claimable session to IN_PROGRESS.
 
@@ -231,28 +239,15 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         history (``trigger``, Dagster's ``run_id``); a stale attempt it takes over is closed
         RECLAIMED. Returns None when another caller holds the claim or the session is not
         claimable; exactly one of any number of concurrent callers gets a Claim.
-
-        With ``pull`` (the sessions unfinished runs list), the claim is of the earliest of
-        them at or before ``session_id`` that is waiting (:meth:`_earliest_listed`), and of
-        ``session_id`` when none is: the Claim names the session it took.
         """
         session_id = validation.session_id(session_id)
-        if pull:
-            return self._claim_listed(session_id, trigger, run_id, pull)
         return self._run_claim(self.claim_sql, self.claim_parameters, session_id, trigger, run_id)
 
-    def claim_earliest(
-        self, trigger: Trigger, run_id: str | None, pull: Collection[int]
-    ) -> Claim | None:
-        """The claim of the earliest waiting session of those ``pull`` names, as
-        :meth:`claim` would take it in another's place; None when none waits."""
-        return self._claim_listed(None, trigger, run_id, pull) if pull else None
-
-    def _claim_listed(
-        self, session_id: int | None, trigger: Trigger, run_id: str | None, pull: Collection[int]
-    ) -> Claim | None:
-        listed = {**self._pull_parameters, "pull": [validation.session_id(s) for s in pull]}
-        return self._run_claim(self._pull_sql, listed, session_id, trigger, run_id)
+    def claim_next(self, trigger: Trigger, run_id: str | None) -> Claim | None:
+        """The claim, as :meth:`claim` makes it, of the session that waits and is next
+        (``adapters/queue.py``: on time before recovery, programmes in turn, then time and
+        id), with the options recorded for its cycle; None when none waits."""
+        return self._run_claim(self._next_sql, self._next_parameters, None, trigger, run_id)
 
     def _run_claim(
         self,
@@ -384,20 +379,6 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
     def attempts(self, session_id: int, limit: int = 50) -> list[AttemptRecord]:
         """The session's attempt history, newest first, at most ``limit``."""
         return read_attempts(self._engine, validation.session_id(session_id), limit)
-
-    def in_time_order(self, session_ids: Sequence[int]) -> list[int]:
-        """``session_ids`` earliest time first (the order the online-session service is asked
-        in when its budget binds); ids with no time, or no row, last, in their given order."""
-        ids = [validation.session_id(sid) for sid in session_ids]
-        statement = (
-            select(ps.c.id)
-            .where(ps.c.id.in_(set(ids)), ps.c.link_generation_at.is_not(None))
-            .order_by(ps.c.link_generation_at, ps.c.id)
-        )
-        with translate_errors("ordering sessions by time"), self._engine.connect() as conn:
-            timed = list(conn.execute(statement).scalars())
-        rank = {sid: i for i, sid in enumerate(timed)}
-        return sorted(ids, key=lambda sid: rank.get(sid, len(rank)))
 
     def list_sessions(
         self, where: SessionFilter, limit: int, after_id: int

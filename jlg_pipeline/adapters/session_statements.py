@@ -53,6 +53,29 @@ def stale(stale_ms: int) -> ColumnElement[bool]:
     )
 
 
+def waiting(stale_ms: int, t: Any = ps) -> ColumnElement[bool]:
+    """Waits for a worker (docs/design.md "One queue"), on ``t`` (the table or an alias of it):
+    not deleted, its time come, and no live attempt holds it: SCHEDULED, FAILED with its retry
+    due (one left to the sweep or still in its backoff waits for neither), or IN_PROGRESS gone
+    stale."""
+    c = t.c
+    return and_(
+        c.deleted_at.is_(None),
+        c.link_generation_at <= func.now(),
+        or_(
+            c.link_generation_status == S.SCHEDULED.value,
+            and_(
+                c.link_generation_status == S.FAILED.value,
+                c.link_generation_retry_at <= func.now(),
+            ),
+            and_(
+                c.link_generation_status == S.IN_PROGRESS.value,
+                c.updated_at < func.now() - ms(stale_ms),
+            ),
+        ),
+    )
+
+
 def unattended(stale_ms: int) -> ColumnElement[bool]:
     """The fresh tier no live attempt holds: SCHEDULED, or IN_PROGRESS gone stale (what the
     sweep, the watchdog and the backlog go after, through ix_psession_link_gen_fresh)."""

@@ -134,6 +134,17 @@ program_session = Table(
             "AND link_generation_retry_at IS NOT NULL"
         ),
     ),
+    # Migration 0017: a programme's waiting sessions in time order (the fair claim's probe).
+    Index(
+        "ix_psession_link_gen_programme",
+        "program_id",
+        "link_generation_at",
+        "id",
+        postgresql_where=text(
+            "deleted_at IS NULL "
+            "AND link_generation_status IN ('SCHEDULED', 'IN_PROGRESS', 'FAILED')"
+        ),
+    ),
 )
 
 online_session = Table(
@@ -345,6 +356,34 @@ held_session = Table(
 )
 """Migration 0012: sessions the shared view held (no claim taken), due again at
 ``not_before``; the watchdog launches them then and forgets them."""
+
+
+session_queue = Table(
+    "jlg_session_queue",
+    metadata,
+    Column("program_session_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("cycle_at", DateTime(timezone=True), nullable=False),
+    Column("role", String(64), nullable=True),
+    Column("batch_size", Integer, nullable=True),
+    Column("actor_user_id", Integer, nullable=True),
+    Column("recorded_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""Migration 0017: a session cycle's request options, recorded by the path that armed or asked
+for it (adapters/queue.py); a row whose ``cycle_at`` is not the session's time is not read."""
+
+served_order = Sequence("jlg_queue_served_seq", metadata=metadata)
+class_turn = Sequence("jlg_queue_class_seq", metadata=metadata)
+
+programme_turn = Table(
+    "jlg_programme_turn",
+    metadata,
+    Column("program_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("served", BigInteger, nullable=True),
+    Column("next_due_at", DateTime(timezone=True), nullable=True),
+    Index("ix_programme_turn_next_due", "next_due_at"),
+)
+"""Migration 0017: per programme, when it was last served (``served``, from
+``jlg_queue_served_seq``) and the earliest time its waiting sessions fall due."""
 
 
 # Migration 0009: counts of closed attempts kept by the statements that close them

@@ -47,6 +47,11 @@ READABLE_UNTIL = datetime(9999, 12, 31, tzinfo=UTC)
 host's own write, an older release's shift) is read as these bounds and shown as out of range
 (``adapters/tables.py`` ``ReadableTime``)."""
 WATCHDOG_GRACE_MS = 75 * 1000
+ON_TIME_MS = 2 * 60 * 1000
+"""A waiting session is on time while it has been due for at most this long, recovery after
+(docs/design.md "One queue"): the TRD's two minutes from a session's time to its links."""
+RECOVERY_EVERY = 5
+"""Every this many claims of the next waiting session prefer recovery: neither class starves."""
 
 GENERATION_CONCURRENCY = 4
 """Sessions a run of several (a shared run, a sweep, a backfill) generates at once by default

@@ -94,6 +94,9 @@ class Claim:
     """The cycle: the time this claim generates for."""
     claimed_at: datetime | None = None
     """The database clock when the claim was won."""
+    request: "BulkRegisterRequest | None" = None
+    """The options recorded for the claimed cycle (docs/design.md "One queue"); None when the
+    caller asked for the session with its own."""
 
     @property
     def lag_seconds(self) -> float | None:

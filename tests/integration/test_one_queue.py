@@ -1,0 +1,185 @@
+"""The one queue (docs/design.md "One queue"): the claim of the next waiting session decides,
+on the database, who is called next: on-time sessions before recovery ones (recovery every
+fifth claim), programmes in turn within a class, then time, then id; each waiting cycle once."""
+
+import threading
+from datetime import timedelta
+
+from sqlalchemy import Engine, text
+
+from jlg_pipeline.adapters.queue import SessionQueue
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.status import LinkGenerationStatus
+from testkit.factories import create_session, force_state
+
+S = LinkGenerationStatus
+
+
+def _waiting(engine: Engine, program_id: int, *seconds_ago: float) -> list[int]:
+    """SCHEDULED sessions of ``program_id`` due that many seconds ago, in that order."""
+    ids = []
+    for ago in seconds_ago:
+        sid = create_session(engine, program_id=program_id)
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=-ago))
+        ids.append(sid)
+    return ids
+
+
+def _prefer(engine: Engine, recovery: bool) -> None:
+    """The next claim prefers recovery (or on time), the four after it the other way."""
+    with engine.begin() as conn:
+        conn.execute(text("SELECT setval('jlg_queue_class_seq', :v)"), {"v": 4 if recovery else 5})
+
+
+def _drain(repository: ProgramSessionRepository) -> list[int]:
+    taken = []
+    while (claim := repository.claim_next(Trigger.WATCHDOG, "run-q")) is not None:
+        taken.append(claim.session_id)
+    return taken
+
+
+def test_on_time_sessions_come_before_recovery_and_recovery_gets_every_fifth_claim(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    recovery = _waiting(engine, 7, *[900 - i for i in range(6)])
+    on_time = _waiting(engine, 7, *[60 - i for i in range(6)])
+    SessionQueue(engine).refresh()
+    _prefer(engine, recovery=False)
+
+    taken = _drain(repository)
+
+    assert sorted(taken) == sorted(recovery + on_time), "each waiting cycle claimed once"
+    assert taken[:4] == on_time[:4], "on time first, in time order"
+    assert taken[4] == recovery[0], "the fifth claim prefers recovery"
+    assert taken[5:9] == on_time[4:] + recovery[1:3], "then on time again until none waits"
+
+
+def test_programmes_take_turns_within_a_class(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    cohort = _waiting(engine, 21, *[50 - i for i in range(8)])
+    small = _waiting(engine, 22, 10, 5)
+    SessionQueue(engine).refresh()
+    _prefer(engine, recovery=False)
+
+    taken = _drain(repository)
+
+    assert taken[:4] == [cohort[0], small[0], cohort[1], small[1]], "the later programme waits one"
+    assert taken[4:] == cohort[2:]
+
+
+def test_a_claim_of_its_own_session_sends_its_programme_back_too(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    first = _waiting(engine, 31, 30, 29)
+    other = _waiting(engine, 32, 20)
+    SessionQueue(engine).refresh()
+    _prefer(engine, recovery=False)
+    assert repository.claim(first[0], Trigger.EVENT, "run-own") is not None
+
+    assert _drain(repository) == [other[0], first[1]]
+
+
+def test_only_sessions_that_wait_and_are_due_are_claimed(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    program = 41
+    scheduled, backing_off, for_the_sweep, retry_due, live, stale, early, gone = _waiting(
+        engine, program, 80, 70, 60, 50, 40, 30, 20, 10
+    )
+    force_state(engine, early, S.SCHEDULED, at_offset=timedelta(seconds=20))
+    force_state(engine, gone, S.SCHEDULED, at_offset=timedelta(seconds=-10), deleted=True)
+    for sid in (backing_off, for_the_sweep, retry_due):
+        force_state(engine, sid, S.FAILED, at_offset=timedelta(seconds=-60))
+    force_state(engine, live, S.IN_PROGRESS, at_offset=timedelta(seconds=-40))
+    force_state(
+        engine, stale, S.IN_PROGRESS, at_offset=timedelta(seconds=-30), updated_offset=-timedelta(hours=1)
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hdb_program_session SET link_generation_retry_at = CASE id"
+                " WHEN :b THEN now() + interval '1 minute' WHEN :r THEN now() END"
+                " WHERE id IN (:b, :r)"
+            ),
+            {"b": backing_off, "r": retry_due},
+        )
+    SessionQueue(engine).refresh()
+
+    assert sorted(_drain(repository)) == sorted([scheduled, retry_due, stale])
+
+
+def test_a_session_armed_by_the_host_alone_is_found_once_the_turns_are_refreshed(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    (sid,) = _waiting(engine, 51, 5)
+    assert repository.claim_next(Trigger.WATCHDOG, None) is None, "no programme known yet"
+    queue = SessionQueue(engine)
+    queue.refresh()
+    claim = repository.claim_next(Trigger.WATCHDOG, None)
+    assert claim is not None and claim.session_id == sid
+    assert repository.mark_completed(claim, "job-1", 1)
+    queue.refresh()
+    with engine.connect() as conn:
+        next_due = conn.execute(
+            text("SELECT next_due_at FROM jlg_programme_turn WHERE program_id = 51")
+        ).scalar_one()
+    assert next_due is None, "nothing of the programme waits or is to come"
+
+
+def test_the_options_recorded_for_a_cycle_travel_with_its_claim_and_not_past_a_re_arm(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    asked, re_armed = _waiting(engine, 61, 20, 10)
+    queue = SessionQueue(engine)
+    queue.record(
+        [
+            BulkRegisterRequest(asked, role="host", batch_size=7, actor_user_id=9),
+            BulkRegisterRequest(re_armed, role="host", actor_user_id=9),
+        ]
+    )
+    force_state(engine, re_armed, S.SCHEDULED, at_offset=timedelta(seconds=-5))
+
+    first = repository.claim_next(Trigger.EVENT, "run-o")
+    second = repository.claim_next(Trigger.EVENT, "run-o")
+
+    assert first is not None and first.request == BulkRegisterRequest(asked, "host", 7, 9)
+    assert second is not None and second.request == BulkRegisterRequest(re_armed)
+
+
+def test_concurrent_workers_claim_each_waiting_cycle_exactly_once(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    ids = _waiting(engine, 71, *[100 - i for i in range(40)]) + _waiting(engine, 72, 3, 2, 1)
+    SessionQueue(engine).refresh()
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while (claim := repository.claim_next(Trigger.WATCHDOG, "run-c")) is not None:
+            with lock:
+                taken.append(claim.session_id)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(taken) == sorted(ids)
+    with engine.connect() as conn:
+        drawn = conn.execute(text("SELECT last_value FROM jlg_queue_served_seq")).scalar_one()
+    assert drawn >= len(ids)
+
+
+def test_each_claim_draws_the_class_once(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    _waiting(engine, 81, *[30 - i for i in range(10)])
+    SessionQueue(engine).refresh()
+    _prefer(engine, recovery=False)
+    for _ in range(3):
+        assert repository.claim_next(Trigger.WATCHDOG, None) is not None
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT last_value FROM jlg_queue_class_seq")).scalar_one() == 8
