@@ -134,6 +134,8 @@ class SessionQueue:
         due then. Requests were checked when made (``BulkRegisterRequest``)."""
         if not requests:
             return
+        # One row per session: the last request given for it (a duplicate delivery).
+        requests = list({r.session_id: r for r in requests}.values())
         given = (
             func.unnest(
                 literal([r.session_id for r in requests], ARRAY(BigInteger)),
@@ -157,7 +159,7 @@ class SessionQueue:
             .where(ps.c.deleted_at.is_(None), ps.c.link_generation_at.is_not(None))
             .cte("armed")
         )
-        options = insert(queued).from_select(
+        upserted = insert(queued).from_select(
             ["program_session_id", "cycle_at", "role", "batch_size", "actor_user_id"],
             select(
                 armed.c.id,
@@ -167,13 +169,13 @@ class SessionQueue:
                 armed.c.actor_user_id,
             ),
         )
-        options = options.on_conflict_do_update(
+        options = upserted.on_conflict_do_update(
             index_elements=[queued.c.program_session_id],
             set_={
-                "cycle_at": options.excluded.cycle_at,
-                "role": options.excluded.role,
-                "batch_size": options.excluded.batch_size,
-                "actor_user_id": options.excluded.actor_user_id,
+                "cycle_at": upserted.excluded.cycle_at,
+                "role": upserted.excluded.role,
+                "batch_size": upserted.excluded.batch_size,
+                "actor_user_id": upserted.excluded.actor_user_id,
                 "recorded_at": func.now(),
             },
         ).cte("recorded")

@@ -6,7 +6,6 @@ result, never an exception. Each method runs in its own short transaction.
 """
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -186,12 +185,12 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
             .cte("opened")
         )
         # Every claim sends its programme to the back of the turns (adapters/queue.py).
-        served = upsert(turn).from_select(
+        serving = upsert(turn).from_select(
             ["program_id", "served"],
             select(claimed.c.program_id, func.next_value(served_order)),
         )
-        served = served.on_conflict_do_update(
-            index_elements=[turn.c.program_id], set_={"served": served.excluded.served}
+        served = serving.on_conflict_do_update(
+            index_elements=[turn.c.program_id], set_={"served": serving.excluded.served}
         ).cte("served")
         options = (
             select(

@@ -41,7 +41,6 @@ from jlg_pipeline.orchestration.run_requests import (
     SHARED_GENERATION_JOB,
     GenerateJoinLinksConfig,
     SharedGenerationConfig,
-    listed_requests,
 )
 from jlg_pipeline.orchestration.tags import (
     GENERATION_MAX_RUNTIME_S,
@@ -51,9 +50,8 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
-from jlg_pipeline.services.generation import bind_gate, bind_next
+from jlg_pipeline.services.generation import Drain, bind_gate
 from jlg_pipeline.services.next_step import By, next_step
-from jlg_pipeline.services.pull import Pull
 from jlg_pipeline.services.sweep import generate_retrying_unrecorded
 
 RETRY_DELAY_SECONDS = 10.0
@@ -147,26 +145,17 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         except InvalidInput as exc:
             context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: FAILED_OUTCOME})
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from None
-        repository = database.repository()
-        # Earliest time first: when the service's budget binds, no session waits behind a
-        # later one (docs/design.md "The online-session service: one shared view").
-        order = {
-            sid: i
-            for i, sid in enumerate(repository.in_time_order([r.session_id for r in requests]))
-        }
-        requests.sort(key=lambda r: order[r.session_id])
-        # Across runs too: a turn goes to the earliest session any unfinished run lists, and
-        # once this run's own are done its callers stay on the cohort while any of it waits.
-        pull = Pull(lambda: listed_requests(context.instance))
-        view = database.view()
+        # The run is a worker of the one queue: its sessions wait there with their options,
+        # and its callers take what the queue gives next (docs/design.md "One queue").
+        database.queue().record(requests)
+        repository, view = database.repository(), database.view()
         final = generate_retrying_unrecorded(
             requests,
-            bind_gate(repository, registrar, trigger, context.run_id, view, pull),
+            bind_gate(repository, registrar, trigger, context.run_id, view),
             concurrency=database.concurrency,
             retries=MAX_RETRY_ATTEMPTS,
             first_delay_s=retry_delay_seconds,
-            taken=pull.request_for,
-            then=bind_next(repository, registrar, trigger, context.run_id, view, pull),
+            then=Drain(repository, registrar, trigger, context.run_id, view),
         )
         outcome = (
             FAILED_OUTCOME

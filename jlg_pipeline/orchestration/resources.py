@@ -15,6 +15,7 @@ from dagster import InitResourceContext, ResourceDefinition, resource
 from sqlalchemy import Engine
 
 from jlg_pipeline import bootstrap
+from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import NO_BUDGET, ServiceView
@@ -44,6 +45,10 @@ class RunDatabase:
 
     def repository(self) -> ProgramSessionRepository:
         return bootstrap.build_repository(self.engine, self.windows)
+
+    def queue(self) -> SessionQueue:
+        """What the paths add to the one queue: request options, the programmes' turns."""
+        return SessionQueue(self.engine)
 
     def view(self) -> ServiceView:
         """The online-session service as every caller sees it."""

@@ -217,16 +217,6 @@ def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
     return frozenset(request.session_id for request in requests_in(run_config))
 
 
-def listed_requests(instance: DagsterInstance) -> list[BulkRegisterRequest]:
-    """What every generation run not yet finished asks for: the sessions a caller with a turn
-    may take earliest first (``services/pull.py``). One read of Dagster's run records."""
-    return [
-        request
-        for record in _unfinished_generation_runs(instance)
-        for request in requests_in(record.dagster_run.run_config)
-    ]
-
-
 def _unfinished_generation_runs(instance: DagsterInstance) -> list[RunRecord]:
     statuses = [*NOT_STARTED, DagsterRunStatus.STARTED]
     return [

@@ -37,7 +37,7 @@ from jlg_pipeline.services.event_intake import (
     RunsExist,
     acknowledge,
     drain,
-    earliest_first,
+    record_options,
 )
 
 
@@ -134,8 +134,8 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
             return SensorResult(
                 skip_reason=f"no new JOIN_LINK_GENERATION messages{suffix}", cursor=cursor
             )
-        ordered = earliest_first(intake.accepted, database.repository().in_time_order)
-        work = [work_for(a) for a in ordered]
+        record_options(intake.accepted, database.queue().record)
+        work = [work_for(a) for a in intake.accepted]
         return SensorResult(
             run_requests=requests_for(context.instance, work, Trigger.EVENT, sharing),
             cursor=cursor,

@@ -154,6 +154,12 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
                 cursor=json.dumps(launched),
             )
         repository = database.repository()
+        try:
+            # Sessions armed by anyone, the host's own writes included, join their programme's
+            # turn (adapters/queue.py): a worker's next claim can find them.
+            database.queue().refresh()
+        except DatabaseUnavailable as exc:
+            context.log.warning(f"the programmes' turns not refreshed: {exc}")
         fresh = _unattended(
             context.instance,
             repository,

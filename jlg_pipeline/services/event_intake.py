@@ -33,8 +33,8 @@ sensor timeout and the 120 s the messages stay invisible."""
 
 RunsExist = Callable[[Sequence[str]], set[str]]
 """Of these message ids, those whose run exists in the orchestrator (one lookup for many)."""
-InTimeOrder = Callable[[Sequence[int]], list[int]]
-"""These session ids, earliest time first (``ProgramSessionRepository.in_time_order``)."""
+RecordOptions = Callable[[Sequence[BulkRegisterRequest]], None]
+"""Keep these requests' options in the one queue (``SessionQueue.record``)."""
 
 
 class Queue(Protocol):
@@ -131,15 +131,11 @@ def drain(
     return intake
 
 
-def earliest_first(accepted: Sequence[AcceptedEvent], order: InTimeOrder) -> list[AcceptedEvent]:
-    """The accepted messages by their sessions' times, earliest first, so runs are asked for
-    (and shared runs filled) in the order the service is to be called when its budget binds
-    (docs/design.md "The online-session service: one shared view"). When the database cannot
-    say, the order they came in: the order is worth a warning, not the tick."""
+def record_options(accepted: Sequence[AcceptedEvent], record: RecordOptions) -> None:
+    """The accepted messages' options kept in the one queue for their cycles, and their
+    programmes told that work falls due (docs/design.md "One queue"). When the database cannot
+    take them, the runs carry them in their config: worth a warning, not the tick."""
     try:
-        ranked = order(list(dict.fromkeys(a.request.session_id for a in accepted)))
+        record([a.request for a in accepted])
     except (DatabaseUnavailable, DatabaseRefused) as exc:
-        log_event(logger, logging.WARNING, "intake.unordered", messages=len(accepted), error=exc)
-        return list(accepted)
-    rank = {sid: i for i, sid in enumerate(ranked)}
-    return sorted(accepted, key=lambda a: rank[a.request.session_id])
+        log_event(logger, logging.WARNING, "intake.unrecorded", messages=len(accepted), error=exc)

@@ -14,7 +14,9 @@ idempotency key, which the service answers with the same job.
 """
 
 import logging
-from collections.abc import Callable, Collection
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -55,7 +57,6 @@ from jlg_pipeline.domain.service_view import (
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.lease import lease
-from jlg_pipeline.services.pull import Pull
 from jlg_pipeline.services.retrying import tries
 
 logger = logging.getLogger(__name__)
@@ -68,22 +69,14 @@ SUPERSEDED_REASON = (
 
 class SessionClaims(Protocol):
     """What the gate asks of the sessions' store (``adapters/repository.py`` in production, a
-    recording fake in the unit tests): read a state, claim, resume a run's own claim, renew
-    the lease, and the two fenced marks."""
+    recording fake in the unit tests): read a state, claim (the asked session, or the next
+    that waits), resume a run's own claim, renew the lease, and the two fenced marks."""
 
     @property
     def windows(self) -> TimingWindows: ...
     def get_state(self, session_id: int) -> LinkGenerationState | None: ...
-    def claim(
-        self,
-        session_id: int,
-        trigger: Trigger,
-        run_id: str | None,
-        pull: Collection[int] = (),
-    ) -> Claim | None: ...
-    def claim_earliest(
-        self, trigger: Trigger, run_id: str | None, pull: Collection[int]
-    ) -> Claim | None: ...
+    def claim(self, session_id: int, trigger: Trigger, run_id: str | None) -> Claim | None: ...
+    def claim_next(self, trigger: Trigger, run_id: str | None) -> Claim | None: ...
     def resume(self, session_id: int, run_id: str) -> Claim | None: ...
     def renew(self, claim: Claim) -> bool: ...
     def mark_completed(self, claim: Claim, job_id: str, total: int | None = None) -> bool: ...
@@ -116,11 +109,9 @@ def bind_gate(
     trigger: Trigger,
     run_id: str | None = None,
     view: ServiceView | None = None,
-    pull: Pull | None = None,
 ) -> Gate:
     """The one binding of the gate every run uses: each request through
-    :func:`generate_for_session` with these adapters, this trigger and this run (and, with
-    ``pull``, earliest first across runs)."""
+    :func:`generate_for_session` with these adapters, this trigger and this run."""
 
     def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         return generate_for_session(
@@ -133,34 +124,57 @@ def bind_gate(
             actor_user_id=request.actor_user_id,
             run_id=run_id,
             view=view,
-            pull=pull,
             resume=resume,
         )
 
     return generate
 
 
-Next = Callable[[], GenerationOutcome | None]
-"""``generate_next`` with its adapters, the caller's trigger, run and pull bound."""
+DRAIN_FOR_S = 30 * 60.0
+"""How long after it began a run still takes from the queue (far inside a shared run's
+three-hour bound: ``dagster/max_runtime`` never ends it mid-call)."""
 
 
-def bind_next(
-    repository: ProgramSessionRepository,
-    registrar: BulkRegistrar,
-    trigger: Trigger,
-    run_id: str | None,
-    view: ServiceView,
-    pull: Pull,
-) -> Next:
-    """:func:`generate_next` bound as :func:`bind_gate` binds the gate."""
-    return lambda: generate_next(
-        repository=repository,
-        registrar=registrar,
-        trigger=trigger,
-        pull=pull,
-        run_id=run_id,
-        view=view,
-    )
+class Drain:
+    """:func:`generate_next` bound as :func:`bind_gate` binds the gate, until ``until``
+    (monotonic seconds); it keeps the request of each session it took, for the run's own
+    retries (:meth:`request_for`)."""
+
+    def __init__(
+        self,
+        repository: SessionClaims,
+        registrar: BulkRegistrar,
+        trigger: Trigger,
+        run_id: str | None,
+        view: ServiceTurns,
+        until: float | None = None,
+    ) -> None:
+        self._bound = (repository, registrar, trigger, run_id, view)
+        self._until = time.monotonic() + DRAIN_FOR_S if until is None else until
+        self._lock = threading.Lock()
+        self._taken: dict[int, BulkRegisterRequest] = {}
+
+    def __call__(self) -> GenerationOutcome | None:
+        if time.monotonic() >= self._until:
+            return None
+        repository, registrar, trigger, run_id, view = self._bound
+        return generate_next(
+            repository=repository,
+            registrar=registrar,
+            trigger=trigger,
+            run_id=run_id,
+            view=view,
+            took=self._took,
+        )
+
+    def _took(self, request: BulkRegisterRequest) -> None:
+        with self._lock:
+            self._taken[request.session_id] = request
+
+    def request_for(self, session_id: int) -> BulkRegisterRequest | None:
+        """The request of a session this drain took, if it took it."""
+        with self._lock:
+            return self._taken.get(session_id)
 
 
 def generate_for_session(
@@ -174,12 +188,9 @@ def generate_for_session(
     actor_user_id: int | None = None,
     run_id: str | None = None,
     view: ServiceTurns | None = None,
-    pull: Pull | None = None,
     resume: bool = True,
 ) -> GenerationOutcome:
-    """Generate join links for one session, at most once per cycle; with ``pull``, for the
-    earliest session unfinished runs list at or before it that waits, if one does (the
-    outcome, or the GenerationFailed, names the session it was for). ``resume``: a claim
+    """Generate join links for one session, at most once per cycle. ``resume``: a claim
     ``run_id`` already holds on the session is this caller's to resume (a retry of the run's
     step); not while the run's other callers may hold it right now (a run's first pass).
 
@@ -195,25 +206,11 @@ def generate_for_session(
         raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
     request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
-    if view is None:
-        if not isinstance(repository, ProgramSessionRepository):
-            raise InvalidInput("a store other than the database brings its own service view")
-        view = ServiceView(repository.engine)
+    view = view or _database_view(repository)
     turn = _turn(repository, view, session_id, fields)
     if isinstance(turn, GenerationOutcome):
         return turn
-    if pull is None:
-        claim = repository.claim(session_id, trigger, run_id)
-    else:
-        listed = pull.listed()
-        with pull.claiming():
-            if not resume and pull.request_for(session_id) is not None:
-                view.not_used(turn)
-                return _skipped(session_id, "this run generated it in another's place", fields)
-            claim = repository.claim(session_id, trigger, run_id, pull=listed.keys())
-            if claim is not None and claim.session_id != session_id:
-                request = pull.took(listed[claim.session_id])
-                fields.update(session_id=claim.session_id, in_place_of=session_id)
+    claim = repository.claim(session_id, trigger, run_id)
     resumed = claim is None and run_id is not None and resume
     if resumed:
         claim = repository.resume(session_id, str(run_id))
@@ -228,30 +225,30 @@ def generate_next(
     repository: SessionClaims,
     registrar: BulkRegistrar,
     trigger: Trigger,
-    pull: Pull,
     run_id: str | None = None,
     view: ServiceTurns,
+    took: Callable[[BulkRegisterRequest], None] = lambda _: None,
 ) -> GenerationOutcome | None:
-    """The gate for no session of the caller's own: the earliest session unfinished runs list
-    that waits (``pull``), generated as :func:`generate_for_session` would in its place; None
-    when none waits or the service says wait (a run whose own sessions are done keeps its
-    callers on the cohort instead of ending while the runs queued behind it start)."""
-    fields: dict[str, Any] = {"session_id": None, "trigger": trigger.value, "in_place_of": "any"}
-    if not pull.open():
-        return None
+    """The gate for the session the queue gives next (``claim_next``: docs/design.md "One
+    queue"), generated as :func:`generate_for_session` would with the options recorded for its
+    cycle (``took`` is told them); None when none waits or the service says wait."""
     turn = view.wait_for_turn()
     if not turn.calls:
         return None
-    listed = pull.listed()
-    with pull.claiming():
-        claim = repository.claim_earliest(trigger, run_id, listed.keys())
-        if claim is not None:
-            request = pull.took(listed[claim.session_id])
+    claim = repository.claim_next(trigger, run_id)
     if claim is None:
         view.not_used(turn)
         return None
-    fields["session_id"] = claim.session_id
+    request = claim.request or BulkRegisterRequest(claim.session_id)
+    took(request)
+    fields: dict[str, Any] = {"session_id": claim.session_id, "trigger": trigger.value}
     return _call(repository, registrar, view, turn, claim, request, trigger, fields, False)
+
+
+def _database_view(repository: SessionClaims) -> ServiceView:
+    if not isinstance(repository, ProgramSessionRepository):
+        raise InvalidInput("a store other than the database brings its own service view")
+    return ServiceView(repository.engine)
 
 
 def _call(

@@ -21,7 +21,7 @@ from jlg_pipeline.domain.models import (
     SweepReport,
 )
 from jlg_pipeline.log import describe, log_event
-from jlg_pipeline.services.generation import Gate, Next
+from jlg_pipeline.services.generation import Drain, Gate
 from jlg_pipeline.services.next_step import By, who_tries_again
 from jlg_pipeline.services.retrying import tries
 from jlg_pipeline.services.set_aside import Path, set_aside
@@ -139,20 +139,27 @@ def generate_each(
     left_behind: int,
     concurrency: int = 1,
     resume: bool = True,
-    then: Next | None = None,
+    then: Drain | None = None,
 ) -> SweepReport:
-    """Each session through ``generate`` (``resume`` passed on), up to ``concurrency`` at
-    once, then, with ``then``, as many callers taking what it gives until it gives nothing. The
-    report lists the sessions in the order given, then those generated in their place (a gate
-    that pulls: services/pull.py), each with what happened to it (a failure says whether it
-    is retryable)."""
+    """With ``then``, first as many callers as ``concurrency`` taking what the queue gives
+    until it gives nothing (docs/design.md "One queue": the run's own sessions wait there with
+    the rest); then each of ``requests`` through ``generate`` (``resume`` passed on), up to
+    ``concurrency`` at once, except those the drain acted on: those the queue did not give
+    anyone (the service said wait) are claimed or held now, and those done are skipped. The
+    report lists each session once, with what happened to it (a failure says whether it is
+    retryable)."""
     workers = concurrency if then is not None else max(min(concurrency, len(requests)), 1)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="generate") as pool:
-        each = list(pool.map(lambda r: _generate_until_own(r, generate, resume), requests))
+        each: list[SessionResult] = []
         if then is not None:
-            each += pool.map(lambda _: _generate_next(then), range(concurrency))
-    best: dict[int, SessionResult] = {r.session_id: each[i][-1] for i, r in enumerate(requests)}
-    for result in (s for results in each for s in results):
+            each += [
+                r for rs in pool.map(lambda _: _generate_next(then), range(workers)) for r in rs
+            ]
+        acted_on = {r.session_id for r in each}
+        own = [r for r in requests if r.session_id not in acted_on]
+        each += pool.map(lambda r: _generate_one(r, generate, resume), own)
+    best: dict[int, SessionResult] = {}
+    for result in each:
         seen = best.setdefault(result.session_id, result)
         if _RANK[result.outcome] > _RANK[seen.outcome]:
             best[result.session_id] = result
@@ -166,20 +173,8 @@ _RANK = {
     GenerationResult.COMPLETED: 2,
 }
 """Which of a session's results in one pass tells what happened to it: one that called the
-service over a skip (another caller of the same run made the call), and the success over the
-failure before it (a pass never calls a session again once it succeeded)."""
-
-
-def _generate_until_own(
-    request: BulkRegisterRequest, generate: Gate, resume: bool
-) -> list[SessionResult]:
-    """``request`` through the gate, again while the gate spent its turn on an earlier
-    session in its place (each such turn claimed one, so this ends): every result, its own
-    last."""
-    results = [_generate_one(request, generate, resume)]
-    while results[-1].session_id != request.session_id:
-        results.append(_generate_one(request, generate, resume))
-    return results
+service over a skip (the queue gave it to this run before its own pass found it done), and the
+success over the failure before it (a pass never calls a session again once it succeeded)."""
 
 
 def generate_retrying_unrecorded(
@@ -190,23 +185,22 @@ def generate_retrying_unrecorded(
     retries: int,
     first_delay_s: float,
     sleep: Callable[[float], None] = time.sleep,
-    taken: Callable[[int], BulkRegisterRequest | None] = lambda _: None,
-    then: Next | None = None,
+    then: Drain | None = None,
 ) -> SweepReport:
     """Each session through ``generate`` (a run of several), then up to ``retries`` more
     rounds, ``first_delay_s`` doubling between them, for the sessions whose result this run
     could not record (retryable, with no wait for the watchdog): only their own run can
-    resume their claim. A session the watchdog comes back for never holds the run. ``taken``:
-    the request of a session the gate generated in another's place (``Pull.request_for``);
-    ``then``: what the first round takes once its own sessions are done (``generate_each``)."""
+    resume their claim. A session the watchdog comes back for never holds the run. ``then``:
+    the queue the first round drains before its own sessions (``generate_each``), which also
+    knows the request of each session it took."""
     by_session = {r.session_id: r for r in requests}
     results: dict[int, SessionResult] = {}
     pending = list(requests)
     for number in tries(first_delay_s, at_most=retries + 1, sleep=sleep):
         if number:
             log_event(logger, logging.INFO, "generation.retrying_in_run", sessions=len(pending))
-        # The first round's callers may hold one another's claims (a gate that pulls); only
-        # a later round resumes this run's claims.
+        # The first round's own pass may find a claim the drain of the same run holds right
+        # now; only a later round resumes this run's claims.
         done = generate_each(
             pending,
             generate,
@@ -221,7 +215,11 @@ def generate_retrying_unrecorded(
             for s in done.sessions
             if s.outcome == GenerationResult.FAILED
             and who_tries_again(bool(s.retryable), s.retry_in_s, sweep_on=True) is By.THIS_RUN
-            and (request := by_session.get(s.session_id) or taken(s.session_id)) is not None
+            and (
+                request := by_session.get(s.session_id)
+                or (then.request_for(s.session_id) if then is not None else None)
+            )
+            is not None
         ]
         if not pending:
             break
@@ -250,7 +248,7 @@ def _generate_one(request: BulkRegisterRequest, generate: Gate, resume: bool) ->
     return result
 
 
-def _generate_next(then: Next) -> list[SessionResult]:
+def _generate_next(then: Drain) -> list[SessionResult]:
     """What ``then`` generates, one session after another, until it has none."""
     results = []
     while (result := _result_of(then, None)) is not None:

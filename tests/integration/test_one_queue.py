@@ -9,9 +9,14 @@ from sqlalchemy import Engine, text
 
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.services.generation import Drain, bind_gate
+from jlg_pipeline.services.sweep import generate_each
 from testkit.factories import create_session, force_state
+from tests.support.fakes import RecordingRegistrar
 
 S = LinkGenerationStatus
 
@@ -33,7 +38,7 @@ def _prefer(engine: Engine, recovery: bool) -> None:
 
 
 def _drain(repository: ProgramSessionRepository) -> list[int]:
-    taken = []
+    taken: list[int] = []
     while (claim := repository.claim_next(Trigger.WATCHDOG, "run-q")) is not None:
         taken.append(claim.session_id)
     return taken
@@ -94,7 +99,11 @@ def test_only_sessions_that_wait_and_are_due_are_claimed(
         force_state(engine, sid, S.FAILED, at_offset=timedelta(seconds=-60))
     force_state(engine, live, S.IN_PROGRESS, at_offset=timedelta(seconds=-40))
     force_state(
-        engine, stale, S.IN_PROGRESS, at_offset=timedelta(seconds=-30), updated_offset=-timedelta(hours=1)
+        engine,
+        stale,
+        S.IN_PROGRESS,
+        at_offset=timedelta(seconds=-30),
+        updated_offset=-timedelta(hours=1),
     )
     with engine.begin() as conn:
         conn.execute(
@@ -118,7 +127,8 @@ def test_a_session_armed_by_the_host_alone_is_found_once_the_turns_are_refreshed
     queue = SessionQueue(engine)
     queue.refresh()
     claim = repository.claim_next(Trigger.WATCHDOG, None)
-    assert claim is not None and claim.session_id == sid
+    assert claim is not None
+    assert claim.session_id == sid
     assert repository.mark_completed(claim, "job-1", 1)
     queue.refresh()
     with engine.connect() as conn:
@@ -144,8 +154,10 @@ def test_the_options_recorded_for_a_cycle_travel_with_its_claim_and_not_past_a_r
     first = repository.claim_next(Trigger.EVENT, "run-o")
     second = repository.claim_next(Trigger.EVENT, "run-o")
 
-    assert first is not None and first.request == BulkRegisterRequest(asked, "host", 7, 9)
-    assert second is not None and second.request == BulkRegisterRequest(re_armed)
+    assert first is not None
+    assert first.request == BulkRegisterRequest(asked, "host", 7, 9)
+    assert second is not None
+    assert second.request == BulkRegisterRequest(re_armed)
 
 
 def test_concurrent_workers_claim_each_waiting_cycle_exactly_once(
@@ -183,3 +195,41 @@ def test_each_claim_draws_the_class_once(
         assert repository.claim_next(Trigger.WATCHDOG, None) is not None
     with engine.connect() as conn:
         assert conn.execute(text("SELECT last_value FROM jlg_queue_class_seq")).scalar_one() == 8
+
+
+def test_two_runs_draining_the_queue_call_each_session_once_with_its_recorded_options(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """Runs are workers: whichever run a session was listed in, the queue gives it to one of
+    them, and the call carries the options its cycle was recorded with."""
+    cohort = _waiting(engine, 91, *[40 - i for i in range(10)])
+    small = _waiting(engine, 92, 15, 14)
+    SessionQueue(engine).record([BulkRegisterRequest(sid, "host", 7, 42) for sid in small])
+    SessionQueue(engine).refresh()
+    _prefer(engine, recovery=False)
+    registrar = RecordingRegistrar()
+    budget = Budget(rate=50, burst=1)
+
+    def run(name: str) -> None:
+        view = ServiceView(engine, budget)
+        drain = Drain(repository, registrar, Trigger.EVENT, name, view)
+        generate_each(
+            [],
+            bind_gate(repository, registrar, Trigger.EVENT, name, view),
+            left_behind=0,
+            concurrency=2,
+            then=drain,
+        )
+
+    threads = [threading.Thread(target=run, args=(f"run-{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    called = [call.session_id for call in registrar.calls]
+    assert sorted(called) == sorted(cohort + small), "every session called exactly once"
+    assert set(called[:4]) >= set(small), "the small programme is not left behind the cohort"
+    assert {
+        (c.role, c.batch_size, c.actor_user_id) for c in registrar.calls if c.session_id in small
+    } == {("host", 7, 42)}

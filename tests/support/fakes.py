@@ -5,7 +5,7 @@ real ones are proven against PostgreSQL in the integration tier)."""
 
 import threading
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -160,10 +160,7 @@ class FakeSessions:
         self.asked.append(f"get_state {session_id}")
         return self.states.get(session_id)
 
-    def claim(
-        self, session_id: int, trigger: Trigger, run_id: str | None, pull: Collection[int] = ()
-    ) -> Claim | None:
-        assert not pull, "earliest first across runs is PostgreSQL's (test_earliest_first.py)"
+    def claim(self, session_id: int, trigger: Trigger, run_id: str | None) -> Claim | None:
         self.asked.append(f"claim {session_id}")
         state = self.states.get(session_id)
         if self.lose_claim and state is not None:
@@ -182,10 +179,8 @@ class FakeSessions:
         assert state.link_generation_at is not None
         return Claim(SessionId(session_id), 1, attempt, state.link_generation_at)
 
-    def claim_earliest(
-        self, trigger: Trigger, run_id: str | None, pull: Collection[int]
-    ) -> Claim | None:
-        raise AssertionError("earliest first across runs is PostgreSQL's (test_earliest_first.py)")
+    def claim_next(self, trigger: Trigger, run_id: str | None) -> Claim | None:
+        raise AssertionError("the queue's choice is PostgreSQL's (test_one_queue.py)")
 
     def resume(self, session_id: int, run_id: str) -> Claim | None:
         self.asked.append(f"resume {session_id}")

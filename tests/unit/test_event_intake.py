@@ -6,7 +6,8 @@ from collections.abc import Sequence
 import pytest
 
 from jlg_pipeline.domain.errors import DatabaseUnavailable
-from jlg_pipeline.services.event_intake import acknowledge, drain, earliest_first
+from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.services.event_intake import acknowledge, drain, record_options
 from tests.support.fakes import FakeQueue
 
 
@@ -168,21 +169,19 @@ def test_a_burst_is_handed_to_its_runs_within_seconds_of_the_tick() -> None:
     assert 0 < len(intake.accepted) <= 50
 
 
-def test_the_accepted_go_earliest_first_or_as_they_came_when_the_database_is_away() -> None:
+def test_the_accepted_options_are_recorded_and_a_database_away_costs_only_a_warning() -> None:
     queue = FakeQueue()
-    for sid in [3, 1, 2, 1]:
+    for sid in [3, 1, 2]:
         queue.send(_event(sid))
     accepted = drain(queue, runs_exist=no_runs).accepted
-    asked: list[list[int]] = []
+    recorded: list[list[int]] = []
 
-    def by_time(ids: Sequence[int]) -> list[int]:
-        asked.append(list(ids))
-        return sorted(ids, reverse=True)
+    def record(requests: Sequence[BulkRegisterRequest]) -> None:
+        recorded.append([r.session_id for r in requests])
 
-    def away(ids: Sequence[int]) -> list[int]:
+    def away(requests: Sequence[BulkRegisterRequest]) -> None:
         raise DatabaseUnavailable("the database did not answer")
 
-    ordered = earliest_first(accepted, by_time)
-    assert [a.event.data.programSessionId for a in ordered] == [3, 2, 1, 1]
-    assert asked == [[3, 1, 2]], "each session asked about once"
-    assert earliest_first(accepted, away) == accepted
+    record_options(accepted, record)
+    assert recorded == [[3, 1, 2]]
+    record_options(accepted, away)
