@@ -17,8 +17,14 @@ FAULT_AT_S after the time, for ``--fault`` seconds, the service accepts calls an
 until it heals / answers 503), ``unlimited`` (no budget and no limit at the service: the
 CPU baseline), and ``nginx-budget`` / ``nginx-defaults`` (the same as ``budget`` /
 ``defaults``, the stand-in's limit off and nginx's ``limit_req`` at R, burst R - 1, in front of
-it: bench/limiter.py; needs Debian's ``nginx-light``).
-Targets (the issue's): with the budget, no 429, an achieved rate ≥ 0.95 R while the cohort
+it: bench/limiter.py; needs Debian's ``nginx-light``), and the one queue's order (docs/design.md
+"One queue"; the budget on): ``fairness`` (the cohort is programme A's; 5 sessions of
+programme B are due FAIRNESS_AFTER_S after it) and ``on-time-first`` (the cohort, programme A's,
+failed twenty minutes ago and is re-armed ten minutes overdue by a programme action at the
+time; 20 sessions of programme B are due ON_TIME_AFTER_S after it).
+Targets (the issue's): each B session COMPLETED ≤ 10 s after its time, and, in ``fairness``,
+A within N/R + 30 s with no 429, in ``on-time-first`` the recovery drained at ≥ 0.9 R; with the
+budget, no 429, an achieved rate ≥ 0.95 R while the cohort
 drains, all COMPLETED within N/R + 30 s of the time and no session called more than 5 s after
 a later-timed one; by default, all COMPLETED within 2N/R + 60 s, no call inside a
 ``Retry-After`` window and none FAILED; after a fault, all COMPLETED within 30 s of the heal
@@ -56,13 +62,19 @@ from bench.common import (
 )
 from bench.limiter import calls_seen, nginx_limit
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.messages import build_message
+from jlg_pipeline.domain.programme_actions import ProgrammeAction, ProgrammeRequest, SessionFilter
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
+from jlg_pipeline.services.programme_actions import ProgrammeActions
 from testkit.factories import add_registrations, arm_cohort
 
 CASES = (
     "budget",
+    "fairness",
+    "on-time-first",
     "budget-burst-1",
     "defaults",
     "hung",
@@ -88,6 +100,13 @@ IN_FLIGHT_S = 0.25
 """A call that arrives this soon after a 429 took its turn before the pause was recorded: in
 flight, not a call made inside the window."""
 TOKEN = "bench-service-token"  # noqa: S105 - the local stand-in's
+FAIRNESS_AFTER_S = 10
+SMALL_PROGRAMME = 5
+ON_TIME_AFTER_S = 5
+ON_TIME_SESSIONS = 20
+OVERDUE_S = 600
+B = 2
+"""The other programme of ``fairness`` and ``on-time-first`` (the cohort is programme 1's)."""
 
 
 @dataclass
@@ -110,11 +129,17 @@ class Case:
     cpu_net_per_session: float = float("nan")
     """Net of the daemon's idle ticking over the case's length (IDLE_SAMPLE_S)."""
     twice: int = 0
+    b_lag_s: float = float("nan")
+    """fairness, on-time-first: the most a B session was COMPLETED after its time."""
+    a_rate: float = float("nan")
+    """on-time-first: the recovery's sessions over the time from the action to its last."""
     verdicts: list[str] = field(default_factory=list)
 
 
 def _settings(case: str, rate: float) -> dict[str, str]:
     case = case.removeprefix(NGINX_CASE)
+    if case in ("fairness", "on-time-first"):
+        return {"JLG_ONLINE_SESSION_RATE": f"{rate:g}"}
     if case in ("defaults", "unlimited"):
         return {}
     _, _, burst = case.partition("budget-burst-")
@@ -137,6 +162,70 @@ def _send(aws_sqs: object, queue_url: str, ids: list[int], fire_at: float, sprea
                 for i, body in enumerate(bodies[first : first + 10])
             ],
         )
+
+
+def _arm_b(engine: Engine, count: int, at: float) -> list[int]:
+    """``count`` sessions of programme B SCHEDULED for ``at`` (Unix seconds)."""
+    with engine.begin() as conn:
+        ids = conn.execute(
+            text(
+                "INSERT INTO hdb_program_session"
+                " (program_id, link_generation_at, link_generation_status)"
+                " SELECT :b, to_timestamp(:at), 'SCHEDULED' FROM generate_series(1, :n)"
+                " RETURNING id"
+            ),
+            {"b": B, "at": at, "n": count},
+        ).scalars()
+        return sorted(ids)
+
+
+def _failed_long_ago(engine: Engine, ids: list[int], fire_at: float) -> None:
+    """The cohort failed for good (an outage) at twice OVERDUE_S before the time."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hdb_program_session SET link_generation_status = 'FAILED',"
+                " link_generation_at = to_timestamp(:at) WHERE id = ANY(:ids)"
+            ),
+            {"at": fire_at - 2 * OVERDUE_S, "ids": ids},
+        )
+
+
+def _re_arm(engine: Engine, count: int, fire_at: float) -> None:
+    """At the time, a programme action moves the cohort by OVERDUE_S: OVERDUE_S overdue."""
+    time.sleep(max(fire_at - time.time(), 0))
+    actions = ProgrammeActions(
+        ProgramSessionRepository(engine),
+        ProgrammeOperations(engine),
+        record_schedule_changes=True,
+    )
+    actions.act(
+        ProgrammeRequest(
+            SessionFilter(program_id=1),
+            ProgrammeAction.shifting(OVERDUE_S),
+            expected_count=count,
+            dry_run=False,
+        ),
+        actor_user_id=1,
+        key="bench-on-time-first",
+    )
+
+
+def _lags(engine: Engine) -> dict[int, tuple[float, float]]:
+    """Per programme: the most a session was COMPLETED after its time, and the last COMPLETED
+    (Unix seconds)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT s.program_id,"
+                " max(extract(epoch FROM a.finished_at - s.link_generation_at)),"
+                " max(extract(epoch FROM a.finished_at))"
+                " FROM jlg_generation_attempt a JOIN hdb_program_session s"
+                " ON s.id = a.program_session_id WHERE a.outcome = 'COMPLETED'"
+                " GROUP BY s.program_id"
+            )
+        ).all()
+    return {int(p): (float(lag), float(last)) for p, lag, last in rows}
 
 
 def _fault(service: OnlineSessionService, case: str, fault_s: float, began: list[float]) -> None:
@@ -253,6 +342,13 @@ def run_case(
             **_settings(name, rate),
         )
         ids, fire_at = arm_cohort(engine, sessions, LEAD_S, spread_s)
+        others: list[int] = []
+        if name == "fairness":
+            others = _arm_b(engine, SMALL_PROGRAMME, fire_at + FAIRNESS_AFTER_S)
+        elif name == "on-time-first":
+            _failed_long_ago(engine, ids, fire_at)
+            others = _arm_b(engine, ON_TIME_SESSIONS, fire_at + ON_TIME_AFTER_S)
+        total = sessions + len(others)
         children = Children()
         healed: list[float] = []
         try:
@@ -263,11 +359,20 @@ def run_case(
             cpu_before = sum(group_cpu_seconds(pgid).values())
             idle_per_s = (cpu_before - idle_from) / IDLE_SAMPLE_S
             clock_offset = time.time() - time.monotonic()
-            threading.Thread(
-                target=_send,
-                args=(aws.client("sqs"), aws.queue_url, ids, fire_at, spread_s),
-                daemon=True,
-            ).start()
+            sqs = aws.client("sqs")
+            if name == "on-time-first":
+                threading.Thread(
+                    target=_re_arm, args=(engine, sessions, fire_at), daemon=True
+                ).start()
+            else:
+                threading.Thread(
+                    target=_send, args=(sqs, aws.queue_url, ids, fire_at, spread_s), daemon=True
+                ).start()
+            if others:
+                b_at = fire_at + (FAIRNESS_AFTER_S if name == "fairness" else ON_TIME_AFTER_S)
+                threading.Thread(
+                    target=_send, args=(sqs, aws.queue_url, others, b_at, 0.0), daemon=True
+                ).start()
             if name in ("hung", "failing"):
                 time.sleep(max(fire_at + FAULT_AT_S - time.time(), 0))
                 threading.Thread(
@@ -279,7 +384,7 @@ def run_case(
                 if healed and math.isnan(case.heal_s):
                     case.heal_s = healed[0] + clock_offset - fire_at
                     case.left_at_heal = sessions - completed
-                if completed >= sessions:
+                if completed >= total:
                     break
                 time.sleep(0.5)
             spent = sum(group_cpu_seconds(pgid).values()) - cpu_before
@@ -291,6 +396,12 @@ def run_case(
         counts = status_counts(engine)
         case.completed, case.failed = counts["COMPLETED"], counts["FAILED"]
         last, case.twice = _last_completed(engine), cycles_with_two_jobs(engine)
+        lags = _lags(engine)
+        if others and B in lags:
+            case.b_lag_s = lags[B][0]
+        if name == "on-time-first" and 1 in lags:
+            case.a_rate = sessions / (lags[1][1] - fire_at)
+        case.completed -= len(others)
         if last is not None and case.completed == sessions:
             case.all_completed_s = last - fire_at
             if not math.isnan(case.heal_s):
@@ -320,6 +431,17 @@ def _judge(case: Case, targets: Targets) -> str:
         targets.at_most(f"{name}: not COMPLETED", n - case.completed, 0),
         targets.at_most(f"{name}: cycles with two jobs", case.twice, 0),
     ]
+    if name in ("fairness", "on-time-first"):
+        verdicts.append(
+            targets.at_most(f"{name}: B COMPLETED after its time (s)", case.b_lag_s, 10)
+        )
+    if name == "fairness":
+        verdicts += [
+            targets.at_most(f"{name}: 429 answers", case.throttled, 0),
+            targets.at_most(f"{name}: A all COMPLETED after (s)", case.all_completed_s, n / r + 30),
+        ]
+    elif name == "on-time-first":
+        verdicts.append(targets.at_least(f"{name}: recovery's rate", case.a_rate, 0.9 * r))
     if name.removeprefix(NGINX_CASE).startswith("budget"):
         verdicts += [
             targets.at_most(f"{name}: 429 answers", case.throttled, 0),
@@ -399,6 +521,8 @@ def main() -> None:
                 str(c.failed),
                 "" if math.isnan(c.heal_s) else f"{c.heal_s:.0f} s / {c.left_at_heal}",
                 "" if math.isnan(c.after_heal_s) else f"{c.after_heal_s:.0f} s",
+                "" if math.isnan(c.b_lag_s) else f"{c.b_lag_s:.1f} s",
+                "" if math.isnan(c.a_rate) else f"{c.a_rate:.1f}",
                 f"{c.cpu_per_session:.3f} ({c.cpu_net_per_session:.3f} net)",
                 str(c.twice),
                 _judge(c, targets),
@@ -417,6 +541,8 @@ def main() -> None:
             "FAILED",
             "healed at / left then",
             "all COMPLETED after the heal",
+            "B COMPLETED after its time (max)",
+            "recovery calls/s",
             "CPU-s/session (net of idle ticking)",
             "two jobs",
             "",

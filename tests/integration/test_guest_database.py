@@ -13,9 +13,7 @@ from sqlalchemy import Engine, inspect, text
 
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.cli import main
-from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.migrate import alembic_config, migrate, upgrade_statements
 from jlg_pipeline.migration_plan import HOST_TABLE_REVISION, HOST_TABLES, refusals
@@ -116,18 +114,49 @@ def test_the_earlier_revisions_leave_nothing_behind_and_every_figure_stays_right
 
 
 def history(engine: Engine) -> None:
-    """Sessions in every held status, attempts completed, failed and open."""
-    repository = ProgramSessionRepository(engine)
+    """Sessions in every held status, attempts completed, failed and open, written as that
+    release's claim and marks wrote them (today's claim also sends the programme to the back
+    of the one queue's turns, a table the earlier revision does not have)."""
     ids = [create_session(engine, online=False) for _ in range(6)]
     for sid in ids:
         force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-2))
-    for sid in ids[:4]:
-        claim = repository.claim(sid, Trigger.EVENT, "run-1")
-        assert claim is not None
-        if sid == ids[0]:
-            repository.mark_completed(claim, "job-1", 3)
-        elif sid == ids[1]:
-            repository.mark_failed(claim, "boom", retry_in_s=30)
+    outcomes = {ids[0]: "COMPLETED", ids[1]: "FAILED", ids[2]: "IN_PROGRESS", ids[3]: "IN_PROGRESS"}
+    with engine.begin() as conn:
+        for sid, outcome in outcomes.items():
+            conn.execute(
+                text(
+                    "UPDATE hdb_program_session SET link_generation_status = :status,"
+                    " link_generation_attempt = 1, updated_at = now(),"
+                    " link_generation_retry_at = CASE WHEN CAST(:status AS varchar) = 'FAILED'"
+                    " THEN now() + interval '30 seconds' END WHERE id = :sid"
+                ),
+                {"sid": sid, "status": outcome},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO jlg_generation_attempt (program_session_id, attempt, trigger,"
+                    " run_id, link_generation_at, claimed_at, outcome, finished_at, job_id,"
+                    " total, error) SELECT id, 1, 'event', 'run-1', link_generation_at, now(),"
+                    " 'IN_PROGRESS', NULL, NULL, NULL, NULL FROM hdb_program_session"
+                    " WHERE id = :sid"
+                ),
+                {"sid": sid},
+            )
+            if outcome != "IN_PROGRESS":
+                conn.execute(
+                    text(
+                        "UPDATE jlg_generation_attempt SET outcome = :outcome,"
+                        " finished_at = now(), job_id = :job, total = :total, error = :error"
+                        " WHERE program_session_id = :sid"
+                    ),
+                    {
+                        "sid": sid,
+                        "outcome": outcome,
+                        "job": "job-1" if outcome == "COMPLETED" else None,
+                        "total": 3 if outcome == "COMPLETED" else None,
+                        "error": "boom" if outcome == "FAILED" else None,
+                    },
+                )
 
 
 def test_adopt_plan_shows_each_host_statement_with_its_lock_and_applies_nothing(
