@@ -29,9 +29,8 @@ from bench.common import (
 )
 from jlg_pipeline.adapters.database import Bounds, create_engine
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.orchestration.watchdog import WATCHDOG_BATCH
 from testkit.factories import RUNNING, add_attempts, populate
 from testkit.served import start_web, stop_web
 
@@ -61,11 +60,11 @@ def add_pending_changes(engine: Engine, count: int) -> None:
 
 
 def readings(engine: Engine) -> dict[str, Callable[[], object]]:
-    repository = ProgramSessionRepository(engine)
     outbox = ScheduleOutbox(engine)
+    queue = SessionQueue(engine)
     return {
         "/metrics background reading": lambda: read_metrics_snapshot(engine),
-        "watchdog check": lambda: repository.find_unattended(WATCHDOG_BATCH),
+        "watchdog check": lambda: queue.attendance(60.0),
         "sync sensor check": lambda: (outbox.direct_near(), outbox.due_work()),
     }
 

@@ -20,8 +20,9 @@ CPU baseline), and ``nginx-budget`` / ``nginx-defaults`` (the same as ``budget``
 it: bench/limiter.py; needs Debian's ``nginx-light``), and the one queue's order (docs/design.md
 "One queue"; the budget on): ``fairness`` (the cohort is programme A's; 5 sessions of
 programme B are due FAIRNESS_AFTER_S after it) and ``on-time-first`` (the cohort, programme A's,
-failed twenty minutes ago and is re-armed ten minutes overdue by a programme action at the
-time; 20 sessions of programme B are due ON_TIME_AFTER_S after it).
+fell due ten minutes before the time while an outage paused every call; at the time the pause is
+cleared, as ``jlg service resume`` does, and 20 sessions of programme B are due ON_TIME_AFTER_S
+after it).
 Targets (the issue's): each B session COMPLETED ≤ 10 s after its time, and, in ``fairness``,
 A within N/R + 30 s with no 429, in ``on-time-first`` the recovery drained at ≥ 0.9 R; with the
 budget, no 429, an achieved rate ≥ 0.95 R while the cohort
@@ -62,13 +63,11 @@ from bench.common import (
 )
 from bench.limiter import calls_seen, nginx_limit
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.domain.programme_actions import ProgrammeAction, ProgrammeRequest, SessionFilter
+from jlg_pipeline.domain.service_view import Health
 from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.local.stack import Children
-from jlg_pipeline.services.programme_actions import ProgrammeActions
 from testkit.factories import add_registrations, arm_cohort
 
 CASES = (
@@ -179,36 +178,25 @@ def _arm_b(engine: Engine, count: int, at: float) -> list[int]:
         return sorted(ids)
 
 
-def _failed_long_ago(engine: Engine, ids: list[int], fire_at: float) -> None:
-    """The cohort failed for good (an outage) at twice OVERDUE_S before the time."""
+def _outage(engine: Engine, ids: list[int], fire_at: float) -> None:
+    """The cohort fell due OVERDUE_S before the time, while the service had paused every call
+    (its events were read, and their runs told to wait)."""
     with engine.begin() as conn:
         conn.execute(
             text(
-                "UPDATE hdb_program_session SET link_generation_status = 'FAILED',"
-                " link_generation_at = to_timestamp(:at) WHERE id = ANY(:ids)"
+                "UPDATE hdb_program_session SET link_generation_at = to_timestamp(:at)"
+                " WHERE id = ANY(:ids)"
             ),
-            {"at": fire_at - 2 * OVERDUE_S, "ids": ids},
+            {"at": fire_at - OVERDUE_S, "ids": ids},
         )
+    view = ServiceView(engine)
+    view.report(Health.THROTTLED, float(OVERDUE_S), view.take_turn())
 
 
-def _re_arm(engine: Engine, count: int, fire_at: float) -> None:
-    """At the time, a programme action moves the cohort by OVERDUE_S: OVERDUE_S overdue."""
+def _heal(engine: Engine, fire_at: float) -> None:
+    """At the time an operator clears the pause (``jlg service resume``)."""
     time.sleep(max(fire_at - time.time(), 0))
-    actions = ProgrammeActions(
-        ProgramSessionRepository(engine),
-        ProgrammeOperations(engine),
-        record_schedule_changes=True,
-    )
-    actions.act(
-        ProgrammeRequest(
-            SessionFilter(program_id=1),
-            ProgrammeAction.shifting(OVERDUE_S),
-            expected_count=count,
-            dry_run=False,
-        ),
-        actor_user_id=1,
-        key="bench-on-time-first",
-    )
+    ServiceView(engine).resume("bench")
 
 
 def _lags(engine: Engine) -> dict[int, tuple[float, float]]:
@@ -346,7 +334,7 @@ def run_case(
         if name == "fairness":
             others = _arm_b(engine, SMALL_PROGRAMME, fire_at + FAIRNESS_AFTER_S)
         elif name == "on-time-first":
-            _failed_long_ago(engine, ids, fire_at)
+            _outage(engine, ids, fire_at)
             others = _arm_b(engine, ON_TIME_SESSIONS, fire_at + ON_TIME_AFTER_S)
         total = sessions + len(others)
         children = Children()
@@ -361,9 +349,7 @@ def run_case(
             clock_offset = time.time() - time.monotonic()
             sqs = aws.client("sqs")
             if name == "on-time-first":
-                threading.Thread(
-                    target=_re_arm, args=(engine, sessions, fire_at), daemon=True
-                ).start()
+                threading.Thread(target=_heal, args=(engine, fire_at), daemon=True).start()
             else:
                 threading.Thread(
                     target=_send, args=(sqs, aws.queue_url, ids, fire_at, spread_s), daemon=True

@@ -3,31 +3,22 @@ the overdue ones the metrics count. Each set is written once, and each is read t
 partial index whose predicates it repeats (migrations 0002, 0003, 0008), so its cost follows
 what is due, not the table's history."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     ColumnElement,
     CompoundSelect,
-    Float,
     Select,
     and_,
-    delete,
-    exists,
-    false,
     func,
     literal,
-    or_,
     select,
-    true,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, distinct_on
 
 from jlg_pipeline.adapters.database import translate_errors
-from jlg_pipeline.adapters.intent_history import newest_actor
 from jlg_pipeline.adapters.metric_counts import count_set_aside
 from jlg_pipeline.adapters.session_statements import (
     S,
@@ -35,10 +26,8 @@ from jlg_pipeline.adapters.session_statements import (
     due_session,
     in_fresh_index,
     ms,
-    never_claimed,
     unattended,
 )
-from jlg_pipeline.adapters.tables import held_session as hs
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import DueSession
@@ -148,119 +137,10 @@ class CandidateQueries(SessionStatements):
         with translate_errors("counting overdue sessions"), self._engine.connect() as conn:
             return int(conn.execute(statement).scalar_one())
 
-    def find_unattended(
-        self, limit: int, leave: Mapping[int, float] | None = None
-    ) -> Sequence[DueSession]:
-        """The watchdog's candidates: due sessions no live attempt holds, whatever became of
-        their event. SCHEDULED with a time more than the watchdog's grace ago (never claimed
-        this cycle) or held by the online-session service's shared view until now
-        (``jlg_held_session``: ``retry_at`` says until when), IN_PROGRESS gone stale, or
-        FAILED retryably with its wait over (a non-retryable failure is the sweep's and a
-        person's); not deleted; oldest first, at most ``limit``, each once; each with the admin
-        of its newest intent change. Each tier is read through its own index.
-
-        ``leave``: sessions launched lately (id → when, Unix seconds), left out unless their
-        run has tried them since (failed, or was held by the service, after the launch); a
-        never-claimed one is left out whatever its wait says. So a batch reaches past the
-        sessions runs are about to take, in every tier."""
-        limit = validation.positive_limit(limit)
-        # Ids parsed where they entered (the watchdog's cursor, Dagster's run configs) or read
-        # from the database.
-        leave = leave or {}
-        launched = (
-            func.unnest(
-                literal(list(leave), ARRAY(BigInteger)), literal(list(leave.values()), ARRAY(Float))
-            )
-            .table_valued("id", "at")
-            .render_derived()
-        )
-
-        def left(tried_at: ColumnElement[datetime], always: ColumnElement[bool]) -> Any:
-            """Launched lately and not tried since: not a candidate yet."""
-            return ~exists().where(
-                launched.c.id == ps.c.id,
-                or_(always, tried_at.is_(None), tried_at <= func.to_timestamp(launched.c.at)),
-            )
-
-        columns = [
-            ps.c.id,
-            ps.c.link_generation_at,
-            ps.c.link_generation_status,
-            ps.c.link_generation_retry_at,
-            newest_actor(ps.c.id).label("actor_user_id"),
-        ]
-        fresh = (
-            select(*columns)
-            .where(
-                # The predicates of ix_psession_link_gen_fresh, so the planner can use it.
-                ps.c.deleted_at.is_(None),
-                unattended(self.windows.stale_ms),
-                ps.c.link_generation_at <= func.now() - ms(self.windows.watchdog_grace_ms),
-                left(ps.c.link_generation_retry_at, never_claimed()) if leave else true(),
-            )
-            .order_by(ps.c.link_generation_at, ps.c.id)
-            .limit(limit)
-        )
-        retrying = (
-            select(*columns)
-            .where(
-                # ix_psession_link_gen_retry's predicates.
-                ps.c.deleted_at.is_(None),
-                ps.c.link_generation_status == S.FAILED.value,
-                ps.c.link_generation_retry_at.is_not(None),
-                ps.c.link_generation_retry_at <= func.now(),
-                left(ps.c.link_generation_retry_at, false()) if leave else true(),
-            )
-            .order_by(ps.c.link_generation_retry_at, ps.c.id)
-            .limit(limit)
-        )
-        held = (
-            select(*columns[:3], hs.c.not_before.label("link_generation_retry_at"), columns[4])
-            .join(hs, hs.c.program_session_id == ps.c.id)
-            .where(
-                hs.c.not_before <= func.now(),
-                ps.c.deleted_at.is_(None),
-                never_claimed(),
-                ps.c.link_generation_at <= func.now(),
-                left(hs.c.not_before, false()) if leave else true(),
-            )
-            .order_by(hs.c.not_before)
-            .limit(limit)
-        )
-        tiers = union_all(fresh, retrying, held).subquery()
-        # A session in two tiers (held, and past the grace) once, with its latest hold, before
-        # the limit: a batch of held sessions past the grace was half a batch.
-        latest = func.coalesce(tiers.c.link_generation_retry_at, tiers.c.link_generation_at)
-        once = (
-            select(tiers)
-            .ext(distinct_on(tiers.c.id))
-            .order_by(tiers.c.id, latest.desc())
-            .subquery()
-        )
-        statement = select(once).order_by(once.c.link_generation_at, once.c.id).limit(limit)
-        with translate_errors("finding unattended sessions"), self._engine.connect() as conn:
-            return [due_session(row) for row in conn.execute(statement)]
-
     def count_set_aside(self, path: str) -> None:
         """One more candidate ``path`` could not act on (services/set_aside.py)."""
         with translate_errors("counting a row set aside"), self._engine.begin() as conn:
             count_set_aside(conn, path)
-
-    def forget_held(self, session_ids: Sequence[int]) -> None:
-        """The watchdog launched these: their holds are spent. Holds whose session is no
-        longer waiting (generated, cleared, deleted) go too."""
-        ids = list(session_ids)  # the watchdog's own candidates, read from the database
-        waiting = select(ps.c.id).where(
-            ps.c.id == hs.c.program_session_id,
-            ps.c.deleted_at.is_(None),
-            never_claimed(),
-        )
-        statement = delete(hs).where(
-            hs.c.not_before <= func.now(),
-            or_(hs.c.program_session_id.in_(ids), ~waiting.exists()),
-        )
-        with translate_errors("forgetting held sessions"), self._engine.begin() as conn:
-            conn.execute(statement)
 
     def _in_window(self, start: datetime, end: datetime) -> ColumnElement[bool]:
         start = validation.aware_datetime(start, "start")

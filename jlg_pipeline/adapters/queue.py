@@ -17,19 +17,25 @@ of who is next.
   programme's turn told that work falls due then.
 - :meth:`SessionQueue.refresh`: ``next_due_at`` made true again for sessions armed by anyone
   (the host's own writes included); the watchdog calls it every tick.
+- :meth:`SessionQueue.beat` and :meth:`SessionQueue.attendance`: each run draining the queue
+  says it is alive (``jlg_worker``), and the watchdog asks whether work waits unattended and
+  whether any worker is alive: it reads our tables, never Dagster's runs or events.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Engine,
+    Float,
     Integer,
     ScalarSelect,
     String,
     and_,
+    delete,
     func,
     literal,
     or_,
@@ -42,11 +48,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.session_statements import ms, waiting
-from jlg_pipeline.adapters.tables import class_turn
+from jlg_pipeline.adapters.tables import class_turn, worker
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_turn as turn
 from jlg_pipeline.adapters.tables import session_queue as queued
-from jlg_pipeline.domain.constants import ON_TIME_MS, RECOVERY_EVERY
+from jlg_pipeline.domain.constants import ON_TIME_MS, RECOVERY_EVERY, TimingWindows
 from jlg_pipeline.domain.models import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
 
@@ -122,11 +128,67 @@ def next_waiting(stale_ms: int) -> ScalarSelect[Any]:
     )
 
 
-class SessionQueue:
-    """What the paths add to the queue: request options and the programmes' turns."""
+WORKER_RECORD_KEPT_S = 3600.0
+"""A worker row not heard from for this long (its run died) is removed by the watchdog."""
 
-    def __init__(self, engine: Engine) -> None:
+
+@dataclass(frozen=True, slots=True)
+class Attendance:
+    """What the watchdog asks of the queue each tick."""
+
+    unattended: bool
+    """A session waits that no path is on its way to: SCHEDULED past the watchdog's grace (its
+    event is late or lost), FAILED with its retry due, or IN_PROGRESS gone stale."""
+    live_workers: int
+    """Runs draining the queue that said so within the liveness window."""
+
+
+class SessionQueue:
+    """What the paths add to the queue (request options, the programmes' turns, the workers'
+    heartbeats) and what the watchdog asks of it."""
+
+    def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
         self._engine = engine
+        self._windows = windows or TimingWindows()
+
+    def beat(self, run_id: str) -> None:
+        """``run_id`` drains the queue and is alive now."""
+        statement = insert(worker).values(run_id=run_id[:64], beat_at=func.now())
+        statement = statement.on_conflict_do_update(
+            index_elements=[worker.c.run_id], set_={"beat_at": func.now()}
+        )
+        with translate_errors("recording a worker's heartbeat"), self._engine.begin() as conn:
+            conn.execute(statement)
+
+    def ended(self, run_id: str) -> None:
+        """``run_id`` drains no more."""
+        with translate_errors("recording a worker's end"), self._engine.begin() as conn:
+            conn.execute(delete(worker).where(worker.c.run_id == run_id[:64]))
+
+    def attendance(self, live_within_s: float) -> Attendance:
+        """Whether work waits unattended, and how many workers beat within ``live_within_s``;
+        rows of workers long dead are removed."""
+        windows = self._windows
+        p = ps.alias("p")
+        late = and_(
+            in_queue_index(p),
+            waiting(windows.stale_ms, p),
+            or_(
+                p.c.link_generation_status != S.SCHEDULED.value,
+                p.c.link_generation_at <= func.now() - ms(windows.watchdog_grace_ms),
+            ),
+        )
+        live = (
+            select(func.count())
+            .where(worker.c.beat_at > func.now() - _seconds(live_within_s))
+            .scalar_subquery()
+        )
+        gone = delete(worker).where(worker.c.beat_at < func.now() - _seconds(WORKER_RECORD_KEPT_S))
+        with translate_errors("asking the queue who attends it"), self._engine.begin() as conn:
+            conn.execute(gone)
+            # Not EXISTS (SELECT * …): the application role may read only some host columns.
+            row = conn.execute(select(select(p.c.id).where(late).exists(), live)).one()
+        return Attendance(unattended=bool(row[0]), live_workers=int(row[1]))
 
     def record(self, requests: Sequence[BulkRegisterRequest]) -> None:
         """Keep each request's options for its session's current cycle (a session with no
@@ -227,6 +289,10 @@ class SessionQueue:
         with translate_errors("refreshing the programmes' turns"), self._engine.begin() as conn:
             conn.execute(gone)
             conn.execute(_due_from(due, earliest=False))
+
+
+def _seconds(value: float) -> ColumnElement[Any]:
+    return func.make_interval(0, 0, 0, 0, 0, 0, literal(value, Float))
 
 
 def _due_from(due: Any, earliest: bool = True) -> Any:

@@ -15,7 +15,6 @@ from sqlalchemy import Connection, Engine, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
 from jlg_pipeline.adapters.database import translate_errors
-from jlg_pipeline.adapters.tables import held_session
 from jlg_pipeline.adapters.tables import service_view as view
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.service_view import (
@@ -29,7 +28,6 @@ from jlg_pipeline.domain.service_view import (
     after_call,
     ask_again_in,
     bounded,
-    due_again_at,
     give_back,
     held_by_all,
     resumed,
@@ -148,19 +146,6 @@ class ServiceView:
             self._spare.turn = (turn, time.monotonic())
         else:
             self.give_back(turn)
-
-    def hold(self, session_id: int, turn: Turn) -> None:
-        """A session left without a claim because ``turn`` said wait: due again for the
-        watchdog when domain ``due_again_at`` says, not when the watchdog's grace after its
-        time would find it."""
-        row = {"program_session_id": session_id, "not_before": due_again_at(turn) or func.now()}
-        statement = insert(held_session).values(row)
-        statement = statement.on_conflict_do_update(
-            index_elements=[held_session.c.program_session_id],
-            set_={"not_before": statement.excluded.not_before},
-        )
-        with translate_errors("holding a session for the service"), self._engine.begin() as conn:
-            conn.execute(statement)
 
     def give_back(self, turn: Turn) -> None:
         """A turn taken but not used: a probe's hold is freed for the next caller."""

@@ -354,8 +354,9 @@ held_session = Table(
     Column("not_before", DateTime(timezone=True), nullable=False),
     Index("ix_held_session_not_before", "not_before"),
 )
-"""Migration 0012: sessions the shared view held (no claim taken), due again at
-``not_before``; the watchdog launches them then and forgets them."""
+"""Migration 0012: sessions the shared view held. Written by no process since 0017 (a held
+session waits in the one queue); kept until every process runs 0017's release, then dropped
+(a contract step: docs/operations.md, the migrations table)."""
 
 
 session_queue = Table(
@@ -384,6 +385,14 @@ programme_turn = Table(
 )
 """Migration 0017: per programme, when it was last served (``served``, from
 ``jlg_queue_served_seq``) and the earliest time its waiting sessions fall due."""
+
+worker = Table(
+    "jlg_worker",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("beat_at", DateTime(timezone=True), nullable=False),
+)
+"""Migration 0017: each run draining the one queue, and its last heartbeat."""
 
 
 # Migration 0009: counts of closed attempts kept by the statements that close them

@@ -211,13 +211,6 @@ def ask_again_in(turn: Turn, patience_s: float) -> float | None:
     return None
 
 
-def due_again_at(turn: Turn) -> datetime | None:
-    """When a session a WAIT ``turn`` left without a claim is due again: its slot of the budget,
-    or the pause's end; None: at once, as the watchdog sees it (while the service is down or a
-    probe is out the watchdog sends only the probe, and the first answer frees everyone)."""
-    return turn.at if turn.hold in (Hold.BUDGET, Hold.PAUSE) else None
-
-
 def held_by_all(state: ViewState, now: datetime) -> Turn | None:
     """The WAIT every caller is given at ``now`` whatever the budget: a pause the service asked
     for, or a probe out (the service down, or a pause just ended); None: nothing holds them."""

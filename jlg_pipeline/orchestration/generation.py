@@ -20,9 +20,10 @@ from dagster import (
     op,
 )
 
+from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
-from jlg_pipeline.domain.errors import GenerationFailed, InvalidInput
+from jlg_pipeline.domain.errors import DatabaseUnavailable, GenerationFailed, InvalidInput
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import GenerationResult, Trigger
 from jlg_pipeline.orchestration.next_sweep import next_sweep_at
@@ -52,6 +53,7 @@ from jlg_pipeline.orchestration.tags import (
 )
 from jlg_pipeline.services.generation import Drain, bind_gate
 from jlg_pipeline.services.next_step import By, next_step
+from jlg_pipeline.services.set_aside import Path
 from jlg_pipeline.services.sweep import generate_retrying_unrecorded
 
 RETRY_DELAY_SECONDS = 10.0
@@ -147,16 +149,30 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from None
         # The run is a worker of the one queue: its sessions wait there with their options,
         # and its callers take what the queue gives next (docs/design.md "One queue").
-        database.queue().record(requests)
+        queue, run_id = database.queue(), context.run_id
+        queue.record(requests)
+        # Sessions armed by anyone since the watchdog's last tick join their programme's turn.
+        queue.refresh()
         repository, view = database.repository(), database.view()
-        final = generate_retrying_unrecorded(
-            requests,
-            bind_gate(repository, registrar, trigger, context.run_id, view),
-            concurrency=database.concurrency,
-            retries=MAX_RETRY_ATTEMPTS,
-            first_delay_s=retry_delay_seconds,
-            then=Drain(repository, registrar, trigger, context.run_id, view),
-        )
+        try:
+            final = generate_retrying_unrecorded(
+                requests,
+                bind_gate(repository, registrar, trigger, run_id, view),
+                concurrency=database.concurrency,
+                retries=MAX_RETRY_ATTEMPTS,
+                first_delay_s=retry_delay_seconds,
+                then=Drain(
+                    repository,
+                    registrar,
+                    trigger,
+                    run_id,
+                    view,
+                    beat=lambda: queue.beat(run_id),
+                    count_set_aside=lambda: repository.count_set_aside(Path.WORKER),
+                ),
+            )
+        finally:
+            _ended(queue, run_id)
         outcome = (
             FAILED_OUTCOME
             if final.failed
@@ -177,3 +193,11 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         generate_join_links_shared()
 
     return join_link_shared_generation_job
+
+
+def _ended(queue: SessionQueue, run_id: str) -> None:
+    """The run drains no more; if that cannot be recorded, its heartbeat goes stale instead."""
+    try:
+        queue.ended(run_id)
+    except DatabaseUnavailable:
+        return

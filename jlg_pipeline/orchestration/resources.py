@@ -48,7 +48,7 @@ class RunDatabase:
 
     def queue(self) -> SessionQueue:
         """What the paths add to the one queue: request options, the programmes' turns."""
-        return SessionQueue(self.engine)
+        return SessionQueue(self.engine, self.windows)
 
     def view(self) -> ServiceView:
         """The online-session service as every caller sees it."""

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 from dagster import Config, DagsterInstance, DagsterRunStatus, RunRecord, RunRequest, RunsFilter
 from pydantic import ValidationError
 
-from jlg_pipeline.domain.awaited import RunSeen
 from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
@@ -224,21 +223,6 @@ def _unfinished_generation_runs(instance: DagsterInstance) -> list[RunRecord]:
         for record in instance.get_run_records(filters=RunsFilter(statuses=statuses))
         if record.dagster_run.job_name in (GENERATION_JOB, SHARED_GENERATION_JOB)
     ]
-
-
-def generation_runs_seen(instance: DagsterInstance) -> list[RunSeen]:
-    """Every generation run not yet finished, as ``domain/awaited.py`` weighs it: a running
-    one last heard of at its newest event or its start (one indexed read a running run, a
-    handful at a time: the lanes' limits)."""
-    seen = []
-    for record in _unfinished_generation_runs(instance):
-        run = record.dagster_run
-        heard = None
-        if run.status is DagsterRunStatus.STARTED:
-            newest = instance.get_records_for_run(run.run_id, limit=1, ascending=False).records
-            heard = max([record.start_time or 0.0, *(r.event_log_entry.timestamp for r in newest)])
-        seen.append(RunSeen(run.tags.get(LANE_TAG), heard, sessions_in(run.run_config)))
-    return seen
 
 
 def runs_not_started(instance: DagsterInstance) -> int:

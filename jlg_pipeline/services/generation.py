@@ -58,6 +58,7 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.lease import lease
 from jlg_pipeline.services.retrying import tries
+from jlg_pipeline.services.set_aside import Path, set_aside
 
 logger = logging.getLogger(__name__)
 S = LinkGenerationStatus
@@ -88,7 +89,6 @@ class ServiceTurns(Protocol):
     (``adapters/service_view.py``; a recording fake in the unit tests)."""
 
     def wait_for_turn(self) -> Turn: ...
-    def hold(self, session_id: int, turn: Turn) -> None: ...
     def not_used(self, turn: Turn) -> None: ...
     def give_back(self, turn: Turn) -> None: ...
     def pause_before_the_call(self) -> datetime | None: ...
@@ -133,12 +133,15 @@ def bind_gate(
 DRAIN_FOR_S = 30 * 60.0
 """How long after it began a run still takes from the queue (far inside a shared run's
 three-hour bound: ``dagster/max_runtime`` never ends it mid-call)."""
+HEARTBEAT_S = 5.0
+"""How often a draining run says it is alive (``SessionQueue.beat``), at most."""
 
 
 class Drain:
     """:func:`generate_next` bound as :func:`bind_gate` binds the gate, until ``until``
-    (monotonic seconds); it keeps the request of each session it took, for the run's own
-    retries (:meth:`request_for`)."""
+    (monotonic seconds), saying the run is alive through ``beat`` at most every HEARTBEAT_S;
+    it keeps the request of each session it took, for the run's own retries
+    (:meth:`request_for`)."""
 
     def __init__(
         self,
@@ -147,27 +150,64 @@ class Drain:
         trigger: Trigger,
         run_id: str | None,
         view: ServiceTurns,
+        beat: Callable[[], None] = lambda: None,
+        count_set_aside: Callable[[], None] = lambda: None,
         until: float | None = None,
     ) -> None:
         self._bound = (repository, registrar, trigger, run_id, view)
+        self._beat = beat
+        self._count_set_aside = count_set_aside
+        self._current = threading.local()
         self._until = time.monotonic() + DRAIN_FOR_S if until is None else until
         self._lock = threading.Lock()
         self._taken: dict[int, BulkRegisterRequest] = {}
+        self._beat_at = -HEARTBEAT_S
 
     def __call__(self) -> GenerationOutcome | None:
         if time.monotonic() >= self._until:
             return None
+        self._heartbeat()
         repository, registrar, trigger, run_id, view = self._bound
-        return generate_next(
-            repository=repository,
-            registrar=registrar,
-            trigger=trigger,
-            run_id=run_id,
-            view=view,
-            took=self._took,
-        )
+        self._current.session_id = None
+        try:
+            return generate_next(
+                repository=repository,
+                registrar=registrar,
+                trigger=trigger,
+                run_id=run_id,
+                view=view,
+                took=self._took,
+            )
+        except GenerationFailed:
+            raise
+        except Exception as exc:
+            session_id = self._current.session_id
+            if session_id is None:
+                raise
+            # One session the gate failed on unexpectedly after its claim: set aside (its
+            # claim goes stale and it waits again), and the drain goes on with the rest.
+            set_aside(Path.WORKER, session_id, exc, self._count_set_aside)
+            raise RetryableGenerationFailed(
+                f"session {session_id} set aside: {describe(exc)}",
+                session_id=session_id,
+                attempt=0,
+                retryable=True,
+                retry_in_s=repository.windows.stale_ms / 1000,
+            ) from exc
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._beat_at < HEARTBEAT_S:
+                return
+            self._beat_at = now
+        try:
+            self._beat()
+        except Exception as exc:  # noqa: BLE001 - a missed beat costs the watchdog a launch
+            log_event(logger, logging.WARNING, "generation.heartbeat_lost", error=describe(exc))
 
     def _took(self, request: BulkRegisterRequest) -> None:
+        self._current.session_id = request.session_id
         with self._lock:
             self._taken[request.session_id] = request
 
@@ -287,7 +327,8 @@ def _turn(
 ) -> Turn | GenerationOutcome:
     """The service's turn to call now, or why not (SKIPPED, holding nothing): the session
     cannot be claimed by anyone (no slot of the budget is spent on it), or the view says wait
-    (the session is held for the watchdog until then)."""
+    (the session waits in the queue; the watchdog launches a worker once the view lets one
+    call)."""
     settled = _settled(repository.get_state(session_id))
     if settled is not None:
         return _skipped(session_id, settled, fields)
@@ -296,11 +337,6 @@ def _turn(
         return turn
     reason = f"{turn.reason}; not before {turn.at.isoformat()}"
     log_event(logger, logging.INFO, "generation.held", **fields, reason=reason)
-    try:
-        view.hold(session_id, turn)
-    except DatabaseUnavailable as exc:
-        # Not lost: the watchdog's grace after the session's time finds it.
-        log_event(logger, logging.WARNING, "generation.hold_unrecorded", **fields, error=str(exc))
     return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
 
 

@@ -1,7 +1,7 @@
 """The one place services and orchestration wait: a bounded retry, on the one backoff
 (``domain/backoff.py``), for a dependency to come back within its bound. Every other wait is a
-not-before time the watchdog honours (``link_generation_retry_at``, ``jlg_held_session``) or
-the shared view's (``adapters/service_view.py``)."""
+not-before time the queue honours (``link_generation_retry_at``) or the shared view's
+(``adapters/service_view.py``)."""
 
 import math
 import time

@@ -1,5 +1,6 @@
 """One bad row never stops a path (docs/design.md "Trust boundaries", "No single answer"): each
-periodic path (the schedule-sync sensor, the outbox applier, the watchdog, the sweep) acts on
+periodic path (the schedule-sync sensor, the outbox applier, a worker draining the queue, the
+sweep) acts on
 its rows one at a time, and a row it cannot act on is set aside: logged with its id, counted on
 ``/metrics`` (``jlg_rows_set_aside_total{path}``) and tried again on the path's own backoff,
 while the rest go on."""
@@ -19,7 +20,8 @@ class Path(StrEnum):
     """The sync sensor's direct launches."""
     OUTBOX = "outbox"
     """The sync job applying pending schedule changes."""
-    WATCHDOG = "watchdog"
+    WORKER = "worker"
+    """A run draining the one queue (docs/design.md "One queue")."""
     SWEEP = "sweep"
 
 

@@ -7,6 +7,8 @@
   ``jlg_queue_served_seq``: a strict order, not a clock) and the earliest time its waiting
   sessions fall due (``next_due_at``): the fair claim looks only at programmes with work due.
 - ``jlg_queue_class_seq``: which class a fair claim prefers (every fifth: recovery).
+- ``jlg_worker``: each run draining the queue, and when it last said so (its heartbeat): the
+  watchdog launches a worker when work waits and none is alive, reading nothing of Dagster's.
 - ``ix_psession_link_gen_programme`` on the host table, built concurrently: a programme's
   waiting sessions in time order, the fair claim's probe.
 
@@ -52,6 +54,11 @@ def upgrade() -> None:
         sa.Column("next_due_at", sa.DateTime(timezone=True), nullable=True),
     )
     op.create_index("ix_programme_turn_next_due", "jlg_programme_turn", ["next_due_at"])
+    op.create_table(
+        "jlg_worker",
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("beat_at", sa.DateTime(timezone=True), nullable=False),
+    )
     op.execute("CREATE SEQUENCE jlg_queue_served_seq")
     op.execute("CREATE SEQUENCE jlg_queue_class_seq")
     # CONCURRENTLY: on a large brownfield table the build does not block the host's writes.
@@ -68,5 +75,6 @@ def downgrade() -> None:
     op.drop_index(_INDEX, table_name=_TABLE)
     op.execute("DROP SEQUENCE jlg_queue_class_seq")
     op.execute("DROP SEQUENCE jlg_queue_served_seq")
+    op.drop_table("jlg_worker")
     op.drop_table("jlg_programme_turn")
     op.drop_table("jlg_session_queue")

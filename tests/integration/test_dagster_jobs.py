@@ -9,11 +9,11 @@ import pytest
 from dagster import DagsterInstance, JobDefinition
 from sqlalchemy import Engine, text
 
+from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
@@ -136,10 +136,10 @@ def test_a_retryable_failure_ends_the_run_and_leaves_the_session_for_the_watchdo
     failure = result.failure_data_for_node("generate_join_links")
     assert failure is not None
     assert "the watchdog tries it again in 10 s" in failure.error.message.splitlines()[0]
-    repository = ProgramSessionRepository(engine)
-    assert sid not in {s.id for s in repository.find_unattended(10)}, "not before its wait"
+    queue = SessionQueue(engine)
+    assert not queue.attendance(60).unattended, "not before its wait"
     end_retry_wait(engine, sid)
-    assert sid in {s.id for s in repository.find_unattended(10)}
+    assert queue.attendance(60).unattended
 
 
 def test_the_watchdog_completes_it_once_the_service_is_back(engine: Engine, db_url: str) -> None:
@@ -154,11 +154,8 @@ def test_the_watchdog_completes_it_once_the_service_is_back(engine: Engine, db_u
     fake = FlakyOnce()
     assert not _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid)).success
     end_retry_wait(engine, sid)
-    [due] = ProgramSessionRepository(engine).find_unattended(10)
     shared = build_shared_generation_job().execute_in_process(
-        run_config=shared_run_request(
-            [BulkRegisterRequest(due.id)], Trigger.WATCHDOG, Lane.RECOVERY
-        ).run_config,
+        run_config=shared_run_request([], Trigger.WATCHDOG, Lane.RECOVERY).run_config,
         resources={"database": database(db_url), "registrar": fake},
         instance=DagsterInstance.ephemeral(),
     )

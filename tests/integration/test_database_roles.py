@@ -21,6 +21,7 @@ from jlg_pipeline.adapters.aws_scheduler import AwsScheduler
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, storage_engine
+from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.models import Trigger
@@ -165,7 +166,7 @@ def test_the_application_does_its_work_with_the_documented_grants_and_no_more(
             trigger=Trigger.DIRECT,
         )
         assert outcome.result.value == "completed"
-        assert repository.find_unattended(10) == []
+        assert not SessionQueue(app).attendance(60).unattended
         repository.set_link_generation(swept, _at(app, timedelta(seconds=5)), 1)
         with app.begin() as conn:
             conn.execute(

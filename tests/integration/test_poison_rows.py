@@ -8,6 +8,7 @@ stopped direct launches for every programme; a direct launch or a watchdog candi
 request could not be built did the same to its whole tick."""
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -21,18 +22,17 @@ from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, T
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.schedule_sync import build_schedule_sync_sensor
-from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import sweep_overdue_sessions
 from testkit.factories import create_session, force_state, session_row
-from tests.integration.test_watchdog import _launched, _requests, _sync_for
+from tests.integration.test_watchdog import _requests, _sync_for
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.logs import fields_of
 from tests.support.resources import database
 
 S = LinkGenerationStatus
 SYNC_SENSOR = build_schedule_sync_sensor([build_generation_job()])
-WATCHDOG = build_watchdog_sensor(build_shared_generation_job(retry_delay_seconds=0.01))
+SHARED = build_shared_generation_job(retry_delay_seconds=0.01)
 
 
 @pytest.fixture(autouse=True)
@@ -126,27 +126,6 @@ def test_the_outbox_applier_applies_the_others_past_a_change_no_schedule_can_be_
     assert 20 < ahead <= 30
 
 
-def test_the_watchdog_launches_the_others_past_a_session_whose_request_cannot_be_built(
-    engine: Engine, db_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    poison, good = create_session(engine), create_session(engine)
-    for sid in (poison, good):
-        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-3))
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jlg_link_generation_change (program_session_id, actor_user_id)"
-                " VALUES (:sid, 0)"
-            ),
-            {"sid": poison},
-        )
-    with caplog.at_level(logging.ERROR):
-        result = _tick(WATCHDOG, db_url)
-    assert _launched(result) == [good]
-    assert [f["row_id"] for f in fields_of(caplog, "watchdog.row_set_aside")] == [poison]
-    assert _set_aside(engine) == {"watchdog": 1}
-
-
 class BrokenFor(RecordingRegistrar):
     """Fails with an error of ours (not the service's) for one session."""
 
@@ -184,3 +163,51 @@ def test_the_sweep_generates_the_others_past_a_session_it_fails_on(
     assert report.completed == 1
     assert [f["row_id"] for f in fields_of(caplog, "sweep.row_set_aside")] == [ids[1]]
     assert _set_aside(engine) == {"sweep": 1}
+
+
+def test_a_worker_drains_the_others_past_a_session_the_gate_fails_on(
+    engine: Engine, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run draining the queue meets an error after one session's claim that is no failure of
+    the service's (here its result cannot be recorded: a total past what the column holds):
+    that session is set aside (its claim goes stale and it waits again), the others are
+    generated; and a session whose recorded actor no longer passes the rules is asked for with
+    the defaults."""
+    broken, good, odd_actor = (create_session(engine) for _ in range(3))
+    for sid in (broken, good, odd_actor):
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-3))
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_link_generation_change (program_session_id, actor_user_id)"
+                " VALUES (:sid, 0)"
+            ),
+            {"sid": odd_actor},
+        )
+    registrar = OutOfRange(broken)
+    with caplog.at_level(logging.WARNING):
+        outcome = SHARED.execute_in_process(
+            run_config={"ops": {"generate_join_links_shared": {"config": {"sessions": []}}}},
+            resources={"database": database(db_url), "registrar": registrar},
+            raise_on_error=False,
+        )
+    assert not outcome.success, "a session is left failed"
+    assert sorted(c.session_id for c in registrar.calls) == sorted([broken, good, odd_actor])
+    assert [c.actor_user_id for c in registrar.calls if c.session_id == odd_actor] == [None]
+    assert [f["row_id"] for f in fields_of(caplog, "worker.row_set_aside")] == [broken]
+    assert [f["session_id"] for f in fields_of(caplog, "queue.options_ignored")] == [odd_actor]
+    assert _set_aside(engine) == {"worker": 1}
+
+
+class OutOfRange(RecordingRegistrar):
+    """Answers one session with a total no column holds."""
+
+    def __init__(self, broken: int) -> None:
+        super().__init__()
+        self.broken = broken
+
+    def bulk_register(self, request: BulkRegisterRequest) -> Any:
+        result = super().bulk_register(request)
+        if request.session_id == self.broken:
+            return replace(result, total=2**40)
+        return result

@@ -22,6 +22,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import Engine, text
 
+from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.errors import RegistrarUnavailable, RetryableGenerationFailed
@@ -511,7 +512,7 @@ def test_a_session_the_service_held_is_due_for_the_watchdog_at_once(
         generate_for_session(
             sid, repository=repository, registrar=Throttled(), trigger=Trigger.EVENT
         )
-    assert [s.id for s in repository.find_unattended(10)] == [sid]
+    assert SessionQueue(engine).attendance(60).unattended, "its retry is due at once"
     assert session_row(engine, sid)["link_generation_status"] == "FAILED"
     assert ServiceView(engine).look().held_until() is not None, "but the pause holds the watchdog"
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from dagster import (
     DagsterInstance,
-    DagsterRun,
     DagsterRunStatus,
     RunRequest,
     SensorResult,
@@ -19,26 +18,26 @@ from dagster import (
 )
 from sqlalchemy import Engine, select, text, update
 
+from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
-from jlg_pipeline.domain.lanes import Lane
+from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
-from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Budget, Health, Verdict
+from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Health, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
-from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.orchestration.schedule_sync import (
     build_schedule_sync_sensor,
     join_link_schedule_sync_job,
 )
 from jlg_pipeline.orchestration.tags import MAX_RUNTIME_TAG
-from jlg_pipeline.orchestration.watchdog import WATCHDOG_BATCH, build_watchdog_sensor
+from jlg_pipeline.orchestration.watchdog import build_watchdog_sensor
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.program_session import ProgramSessionService
 from testkit.factories import (
@@ -84,13 +83,24 @@ def _requests(result: SensorResult | SkipReason) -> list[RunRequest]:
     return list(result.run_requests or []) if isinstance(result, SensorResult) else []
 
 
-def _launched(result: SensorResult | SkipReason) -> list[int]:
-    """The sessions a watchdog tick launched, in its runs' order."""
-    return [
-        entry["programSessionId"]
-        for request in _requests(result)
-        for entry in request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
-    ]
+def _worker(result: SensorResult | SkipReason) -> RunRequest | None:
+    """The worker a watchdog tick launched: a shared run listing nothing (it drains the
+    queue), on the recovery lane; None when it launched none."""
+    requests = _requests(result)
+    if not requests:
+        return None
+    [request] = requests
+    assert request.job_name == "join_link_shared_generation_job"
+    assert request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"] == []
+    assert request.tags["jlg/trigger"] == "watchdog"
+    assert request.tags["jlg/lane"] == "recovery"
+    assert "jlg/session" not in request.tags, "a zombie holding a session's slot cannot block it"
+    assert (request.run_key or "").startswith("worker-")
+    return request
+
+
+def _unattended(engine: Engine) -> bool:
+    return SessionQueue(engine, TimingWindows(watchdog_grace_ms=1000)).attendance(60).unattended
 
 
 def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
@@ -159,13 +169,14 @@ def _sync_for(engine: Engine, scheduler: Any) -> Any:
     return ScheduleSync(ScheduleOutbox(engine), scheduler, target, enabled=True)
 
 
-def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
+def test_the_watchdog_launches_a_worker_when_a_session_waits_unattended_and_none_is_alive(
     engine: Engine, db_url: str
 ) -> None:
-    """No event at all: 75 s (here 10 s) past its time the watchdog asks for a shared run,
-    which claims it through the gate (trigger watchdog, the admin as actor). A session a live
-    attempt holds, a FAILED one (its retries and the sweep take it) and one not yet past the
-    grace are left alone; a session just launched is not asked for twice."""
+    """No event at all: 75 s (here 10 s) past its time a session is unattended, and with no
+    worker alive the watchdog launches one, reading only our tables; the worker drains what
+    waits (the session due a moment ago too), each through the gate (trigger watchdog, the
+    admin as actor). A session a live attempt holds and a FAILED one left to the sweep are
+    left alone; a second tick asks under the same run key (Dagster drops the repeat)."""
     lost, live, failed, early, stale = (create_session(engine) for _ in range(5))
     service = ProgramSessionService(
         ProgramSessionRepository(engine), _sync_for(engine, FakeScheduler())
@@ -187,14 +198,11 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
 
     result = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
 
-    [request] = _requests(result)
-    assert request.job_name == "join_link_shared_generation_job"
-    assert request.tags["jlg/trigger"] == "watchdog"
-    assert "jlg/session" not in request.tags, "a zombie holding the session's slot cannot block it"
-    sessions = request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
-    assert sessions == [{"programSessionId": stale}, {"programSessionId": lost, "actorUserId": 42}]
-    again = _sensor_tick(WATCHDOG, instance, db_url, cursor=result.cursor, grace_ms=10_000)
-    assert _requests(again) == [], "launched lately: not asked for again"
+    request = _worker(result)
+    assert request is not None
+    again = _worker(_sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000))
+    assert again is not None
+    assert again.run_key == request.run_key, "one worker a launch slot"
 
     registrar = RecordingRegistrar()
     outcome = SHARED.execute_in_process(
@@ -204,7 +212,6 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
     )
 
     assert outcome.success
-    # The run is a worker of the one queue: it also takes the session due a moment ago.
     assert {c.session_id: c.actor_user_id for c in registrar.calls} == {
         lost: 42,
         stale: None,
@@ -219,95 +226,64 @@ def test_the_watchdog_claims_a_due_session_no_live_attempt_holds(
         assert (newest.trigger, newest.run_id) == ("manual", outcome.run_id)
     for sid, status in ((live, "IN_PROGRESS"), (failed, "FAILED")):
         assert session_row(engine, sid)["link_generation_status"] == status
+    assert isinstance(_sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000), SkipReason)
+    with engine.connect() as conn:
+        workers = conn.execute(text("SELECT count(*) FROM jlg_worker")).scalar_one()
+    assert workers == 0, "the worker said it ended"
 
 
-def _run_listing(
-    instance: DagsterInstance, sessions: list[int], lane: Lane, status: DagsterRunStatus
-) -> DagsterRun:
-    request = shared_run_request(
-        [BulkRegisterRequest(sid) for sid in sessions], Trigger.EVENT, lane
-    )
-    return instance.create_run_for_job(
-        job_def=SHARED, run_config=request.run_config, tags=request.tags, status=status
-    )
-
-
-def test_the_watchdog_leaves_a_session_to_the_live_run_about_to_claim_it(
+def test_the_watchdog_leaves_the_queue_to_a_live_worker_and_not_to_a_dead_one(
     engine: Engine, db_url: str
 ) -> None:
-    """A cohort still draining through its runs when the grace passes is not launched a second
-    time: a never-claimed session that a running run which wrote to its log lately lists, or a
-    run queued in the lane such a run moves, is left to it. One listed only by a run silent
-    past a call's bound (its process gone), or queued in a lane only such runs hold, or by
-    no run at all, is launched."""
-    in_live, in_queue, in_dead, behind_dead, lost = ids = [create_session(engine) for _ in range(5)]
-    for sid in ids:
-        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=-30))
-    instance = DagsterInstance.ephemeral()
-    live = _run_listing(instance, [in_live], Lane.REALTIME, DagsterRunStatus.STARTED)
-    instance.report_engine_event("generating", live)
-    _run_listing(instance, [in_queue], Lane.REALTIME, DagsterRunStatus.NOT_STARTED)
-    _run_listing(instance, [in_dead], Lane.RECOVERY, DagsterRunStatus.STARTED)
-    _run_listing(instance, [behind_dead], Lane.RECOVERY, DagsterRunStatus.NOT_STARTED)
-
-    result = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
-
-    launched = {
-        entry["programSessionId"]
-        for request in _requests(result)
-        for entry in request.run_config["ops"]["generate_join_links_shared"]["config"]["sessions"]
-    }
-    assert launched == {in_dead, behind_dead, lost}
-
-
-def test_the_watchdog_reaches_past_a_batch_its_runs_still_hold(engine: Engine, db_url: str) -> None:
-    """More sessions wait than one tick takes (a cohort held by an outage, due at once when
-    the service heals): the next tick launches the ones after the first batch while that batch
-    waits in its runs, instead of finding the same batch again and launching nothing."""
-    ids, _ = arm_cohort(engine, WATCHDOG_BATCH + 30, lead_s=-30)
+    """A cohort draining through a worker when the grace passes is not given a second one: a
+    worker that beat within a call's bound is alive; one silent past it (its process gone) is
+    not, and a new one is launched. Nothing of Dagster's is read: the instance has no runs."""
+    ids, _ = arm_cohort(engine, 3, lead_s=-30)
+    queue = SessionQueue(engine)
+    queue.beat("run-alive")
     instance = DagsterInstance.ephemeral()
 
-    first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
-    second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=10_000)
+    alive = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
+    assert _worker(alive) is None
+    assert "1 live worker(s)" in str(alive.skip_message)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE jlg_worker SET beat_at = now() - interval '5 minutes'"))
+    assert _worker(_sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)) is not None
+    assert [s for s in ids if session_row(engine, s)["link_generation_status"] == "SCHEDULED"]
 
-    assert _launched(first) == ids[:WATCHDOG_BATCH]
-    assert _launched(second) == ids[WATCHDOG_BATCH:]
 
-
-@pytest.mark.parametrize("waiting", ["failed", "held", "held past the grace"])
-def test_the_watchdog_reaches_past_failed_and_held_sessions_it_launched_lately(
+@pytest.mark.parametrize("waiting", ["failed", "stale"])
+def test_a_retry_due_or_a_stale_claim_is_unattended_at_once(
     engine: Engine, db_url: str, waiting: str
 ) -> None:
-    """After a heal the sessions wait FAILED with their retry due, or held by the service's
-    view until now: the next tick launches the ones after the first batch while that batch
-    waits in its runs. (The bench's drain after a 3-minute hang: each tick found its last
-    batch again, launched 100 new sessions of 200, and the drain went at half the budget.)"""
-    ids, _ = arm_cohort(engine, WATCHDOG_BATCH + 30, lead_s=-30)
-    with engine.begin() as conn:
-        if waiting == "failed":
-            conn.execute(
-                text(
-                    "UPDATE hdb_program_session SET link_generation_status = 'FAILED',"
-                    " link_generation_attempt = 1,"
-                    " link_generation_retry_at = now() - interval '1 second'"
-                )
-            )
-        else:
-            conn.execute(
-                text(
-                    "INSERT INTO jlg_held_session (program_session_id, not_before)"
-                    " SELECT id, now() - interval '1 second' FROM hdb_program_session"
-                )
-            )
+    """No event comes for a retry or a dead attempt: whatever the grace, such a session is
+    unattended as soon as it waits; one still in its backoff, or held by a live attempt, is
+    not."""
+    (sid,), _ = arm_cohort(engine, 1, lead_s=-30)
+    force_state(
+        engine,
+        sid,
+        S.FAILED if waiting == "failed" else S.IN_PROGRESS,
+        at_offset=timedelta(seconds=-30),
+    )
     instance = DagsterInstance.ephemeral()
-    # A grace longer than the cohort has waited: only its failure or its hold makes it due;
-    # past the grace, a held session is a candidate twice over (and one batch is one each).
-    grace_ms = 10_000 if waiting == "held past the grace" else 600_000
-    first = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=grace_ms)
-    second = _sensor_tick(WATCHDOG, instance, db_url, cursor=first.cursor, grace_ms=grace_ms)
-
-    assert _launched(first) == ids[:WATCHDOG_BATCH]
-    assert _launched(second) == ids[WATCHDOG_BATCH:]
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hdb_program_session"
+                " SET link_generation_retry_at = now() + interval '1 minute'"
+            )
+        )
+    assert _worker(_sensor_tick(WATCHDOG, instance, db_url, grace_ms=600_000)) is None
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hdb_program_session"
+                " SET link_generation_retry_at = now() - interval '1 second',"
+                " updated_at = now() - interval '31 minutes'"
+            )
+        )
+    assert _worker(_sensor_tick(WATCHDOG, instance, db_url, grace_ms=600_000)) is not None
 
 
 def test_the_watchdog_is_off_with_the_scheduler(
@@ -327,7 +303,7 @@ def test_a_shared_run_leaves_a_retryable_failure_to_the_watchdog_and_finishes_th
     FAILED with its wait (the run does not sleep on it), and the watchdog's next run for it
     completes it; the others are called once."""
     from jlg_pipeline.domain.errors import RegistrarUnavailable
-    from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+    from jlg_pipeline.domain.models import BulkRegisterResult
 
     ok, flaky = create_session(engine), create_session(engine)
     for sid in (ok, flaky):
@@ -365,10 +341,9 @@ def test_a_shared_run_leaves_a_retryable_failure_to_the_watchdog_and_finishes_th
     assert tags.get("jlg/next", "").startswith("watchdog at "), tags
     assert session_row(engine, ok)["link_generation_status"] == "COMPLETED"
     assert session_row(engine, flaky)["link_generation_status"] == "FAILED"
-    repository = ProgramSessionRepository(engine)
-    assert flaky not in {s.id for s in repository.find_unattended(10)}, "waiting"
+    assert not _unattended(engine), "in its backoff"
     end_retry_wait(engine, flaky)
-    assert [s.id for s in repository.find_unattended(10)] == [flaky]
+    assert _unattended(engine)
     assert shared_run().success
     assert [c.session_id for c in registrar.calls].count(ok) == 1, "never twice for the others"
     assert [c.session_id for c in registrar.calls].count(flaky) == 2
@@ -484,11 +459,9 @@ def _sessions_in(requests: list[RunRequest]) -> list[int]:
 def test_the_watchdog_follows_the_online_session_services_shared_view(
     engine: Engine, db_url: str
 ) -> None:
-    """Down: one session goes as the probe, none while a probe is out; a pause: nothing; back:
-    every due session at once, those launched lately (held by the service) included."""
-    ids = [create_session(engine) for _ in range(4)]
-    for minutes, sid in enumerate(ids):
-        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-10 + minutes))
+    """Down: a worker goes (the view lets one of its callers probe), none while a probe is
+    out; a pause: nothing; back: a worker at once."""
+    arm_cohort(engine, 4, lead_s=-600)
     view = ServiceView(engine)
     for _ in range(BREAKER_FAILURES):
         view.report(Health.UNWELL, None, view.take_turn())
@@ -496,45 +469,22 @@ def test_the_watchdog_follows_the_online_session_services_shared_view(
         conn.execute(text("UPDATE jlg_service_view SET probe_until = now()"))
     instance = DagsterInstance.ephemeral()
 
-    probe = _sensor_tick(WATCHDOG, instance, db_url)
-    assert _sessions_in(_requests(probe)) == [ids[0]], "one session probes, the oldest"
+    assert _worker(_sensor_tick(WATCHDOG, instance, db_url)) is not None, "a worker probes"
     turn = view.take_turn()
     assert turn.verdict is Verdict.PROBE
-    held = _sensor_tick(WATCHDOG, instance, db_url, probe.cursor)
-    assert _requests(held) == []
-    assert "a probe is out" in str(held.skip_reason)
+    held = _sensor_tick(WATCHDOG, instance, db_url)
+    assert _worker(held) is None
+    assert "a probe is out" in str(held.skip_message)
 
     view.report(Health.THROTTLED, 30, turn)
-    paused = _sensor_tick(WATCHDOG, instance, db_url, probe.cursor)
-    assert _requests(paused) == []
-    assert "it asked for a pause" in str(paused.skip_reason)
+    paused = _sensor_tick(WATCHDOG, instance, db_url)
+    assert _worker(paused) is None
+    assert "it asked for a pause" in str(paused.skip_message)
 
     with engine.begin() as conn:
         conn.execute(text("UPDATE jlg_service_view SET paused_until = now()"))
     view.report(Health.ANSWERED, None, view.take_turn())
-    back = _sensor_tick(WATCHDOG, instance, db_url, probe.cursor)
-    assert sorted(_sessions_in(_requests(back))) == sorted(ids), "the probe's session again too"
-
-
-def test_a_session_that_failed_since_its_launch_is_launched_again_at_once(
-    engine: Engine, db_url: str, repository: ProgramSessionRepository
-) -> None:
-    """A session the watchdog launched, which its run then tried and failed with a wait that is
-    already over (a 429 held it: due the moment the pause ends), is not kept out for the minute
-    a launched session's run is given to start (the budget bench's stragglers: 47 sessions a
-    429 failed waited ~60 s each after a heal)."""
-    sid = create_session(engine)
-    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
-    instance = DagsterInstance.ephemeral()
-    first = _sensor_tick(WATCHDOG, instance, db_url)
-    assert _sessions_in(_requests(first)) == [sid]
-    claim = repository.claim(sid, Trigger.WATCHDOG)
-    assert claim is not None
-    repository.mark_failed(claim, "RegistrarUnavailable: bulkRegister answered 429", 0.0)
-    again = _sensor_tick(WATCHDOG, instance, db_url, first.cursor)
-    assert _sessions_in(_requests(again)) == [sid]
-    quiet = _sensor_tick(WATCHDOG, instance, db_url, again.cursor)
-    assert _requests(quiet) == [], "once more, not on every tick: its new run may be starting"
+    assert _worker(_sensor_tick(WATCHDOG, instance, db_url)) is not None
 
 
 def test_a_pause_shorter_than_a_callers_patience_does_not_stop_a_launch(
@@ -544,84 +494,20 @@ def test_a_pause_shorter_than_a_callers_patience_does_not_stop_a_launch(
     patience, so the watchdog launches through a short pause (the budget bench: with the
     service's own 1 s pauses, half the ticks after a heal launched nothing); a long pause
     still holds it."""
-    sid = create_session(engine)
-    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
+    arm_cohort(engine, 1, lead_s=-300)
     view = ServiceView(engine)
     view.report(Health.THROTTLED, 2, view.take_turn())
-    short = _sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)
-    assert _sessions_in(_requests(short)) == [sid]
+    assert _worker(_sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)) is not None
     view.report(Health.THROTTLED, 30, view.take_turn())
-    long = _sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)
-    assert _requests(long) == []
+    assert _worker(_sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)) is None
 
 
-def _tick_with_a_long_grace(
-    instance: DagsterInstance, db_url: str, cursor: str | None = None
-) -> Any:
-    """The watchdog with its grace a minute: a session a minute or less past its time is a
-    candidate only when something other than the grace made it due."""
-    resources = {"database": database(db_url, JLG_TEST_WATCHDOG_GRACE_MS="60000")}
-    with build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
-        return WATCHDOG(context)
-
-
-def test_a_session_the_budget_held_is_launched_at_its_slot_not_after_the_grace(
+def test_a_session_the_breaker_held_waits_in_the_queue_and_is_taken_when_the_service_heals(
     engine: Engine, db_url: str, repository: ProgramSessionRepository
 ) -> None:
-    """A caller whose slot of the rate budget lies further than it waits leaves its session,
-    holding no claim; the session is due again at that slot, not when the watchdog's grace
-    (75 s after its time) would find it."""
-    busy, held = (create_session(engine) for _ in range(2))
-    for sid in (busy, held):
-        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=-1))
-    view = ServiceView(engine, Budget(rate=0.1, burst=1))
-    registrar = RecordingRegistrar()
-
-    def generate(sid: int) -> GenerationResult:
-        return generate_for_session(
-            sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
-        ).result
-
-    assert generate(busy) is GenerationResult.COMPLETED
-    assert generate(held) is GenerationResult.SKIPPED, "its slot is 10 s away"
-    instance = DagsterInstance.ephemeral()
-    early = _tick_with_a_long_grace(instance, db_url)
-    assert _requests(early) == [], "not before its slot"
-    with engine.begin() as conn:  # what time does: its slot comes
-        conn.execute(text("UPDATE jlg_held_session SET not_before = now()"))
-    at_its_slot = _tick_with_a_long_grace(instance, db_url, early.cursor)
-    assert _sessions_in(_requests(at_its_slot)) == [held]
-    with engine.connect() as conn:
-        holds = conn.execute(text("SELECT count(*) FROM jlg_held_session")).scalar_one()
-    assert holds == 0, "launched: its hold is spent"
-
-
-def test_a_hold_whose_session_stopped_waiting_is_cleared(
-    engine: Engine, db_url: str, repository: ProgramSessionRepository
-) -> None:
-    """A session held, then generated by another path (or cleared, or deleted) before its
-    slot: nothing is launched for it and its hold goes."""
-    sid = create_session(engine)
-    force_state(engine, sid, S.COMPLETED)
-    with engine.begin() as conn:
-        conn.execute(
-            text("INSERT INTO jlg_held_session VALUES (:sid, now() - interval '1 second')"),
-            {"sid": sid},
-        )
-    tick = _tick_with_a_long_grace(DagsterInstance.ephemeral(), db_url)
-    assert _requests(tick) == []
-    with engine.connect() as conn:
-        holds = conn.execute(text("SELECT count(*) FROM jlg_held_session")).scalar_one()
-    assert holds == 0
-
-
-def test_a_session_the_breaker_held_is_launched_when_the_service_heals(
-    engine: Engine, db_url: str, repository: ProgramSessionRepository
-) -> None:
-    """A session skipped while the service is down, seconds after its time, is launched the
-    moment the first probe answers, not when the watchdog's grace would find it."""
-    sid = create_session(engine)
-    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=-1))
+    """A session skipped while the service is down holds nothing of its own: it waits in the
+    queue, and once the first probe answers, the watchdog's worker takes it."""
+    (sid,), _ = arm_cohort(engine, 1, lead_s=-5)
     view = ServiceView(engine)
     for _ in range(BREAKER_FAILURES):
         view.report(Health.UNWELL, None, view.take_turn())
@@ -629,10 +515,18 @@ def test_a_session_the_breaker_held_is_launched_when_the_service_heals(
         sid, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.EVENT, view=view
     )
     assert outcome.result is GenerationResult.SKIPPED
+    assert session_row(engine, sid)["link_generation_status"] == "SCHEDULED"
     with engine.begin() as conn:
         conn.execute(text("UPDATE jlg_service_view SET probe_until = now()"))
     probe = view.take_turn()
     assert probe.verdict is Verdict.PROBE
     view.report(Health.ANSWERED, None, probe)
-    healed = _tick_with_a_long_grace(DagsterInstance.ephemeral(), db_url)
-    assert _sessions_in(_requests(healed)) == [sid]
+    request = _worker(_sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url))
+    assert request is not None
+    registrar = RecordingRegistrar()
+    SHARED.execute_in_process(
+        run_config=request.run_config,
+        tags=request.tags,
+        resources={"database": database(db_url), "registrar": registrar},
+    )
+    assert [c.session_id for c in registrar.calls] == [sid]

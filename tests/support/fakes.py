@@ -224,7 +224,6 @@ class FakeTurns:
     turns: list[Turn] = field(default_factory=list)
     paused_until: datetime | None = None
     taken: list[Turn] = field(default_factory=list)
-    held: list[tuple[int, Turn]] = field(default_factory=list)
     unused: list[Turn] = field(default_factory=list)
     given_back: list[Turn] = field(default_factory=list)
     reports: list[tuple[Health, float | None]] = field(default_factory=list)
@@ -236,9 +235,6 @@ class FakeTurns:
         turn = self.turns.pop(0) if self.turns else Turn(Verdict.CALL, now)
         self.taken.append(turn)
         return turn
-
-    def hold(self, session_id: int, turn: Turn) -> None:
-        self.held.append((session_id, turn))
 
     def not_used(self, turn: Turn) -> None:
         self.unused.append(turn)

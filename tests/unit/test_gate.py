@@ -50,14 +50,14 @@ def test_a_session_nobody_can_claim_takes_no_turn() -> None:
     assert sessions.asked == ["get_state 7"]
 
 
-def test_a_turn_that_says_wait_holds_the_session_without_a_claim() -> None:
+def test_a_turn_that_says_wait_leaves_the_session_waiting_without_a_claim() -> None:
     wait = Turn(Verdict.WAIT, LATER, Hold.BUDGET, 30.0)
     sessions, turns = FakeSessions(), FakeTurns(turns=[wait])
     sessions.arm(7, S.SCHEDULED)
     outcome = _gate(sessions, turns)
     assert outcome.result is GenerationResult.SKIPPED
     assert outcome.reason == f"the rate budget's next free slot; not before {LATER.isoformat()}"
-    assert turns.held == [(7, wait)]
+    assert sessions.states[7].status is S.SCHEDULED, "it waits in the queue"
     assert not any(a.startswith("claim") for a in sessions.asked)
 
 
