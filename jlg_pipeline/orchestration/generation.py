@@ -51,7 +51,8 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
-from jlg_pipeline.services.generation import Drain, bind_gate
+from jlg_pipeline.services.drain import Drain
+from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.next_step import By, next_step
 from jlg_pipeline.services.set_aside import Path
 from jlg_pipeline.services.sweep import generate_retrying_unrecorded

@@ -41,7 +41,7 @@ from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_requests import shared_run_request
-from jlg_pipeline.services.generation import HEARTBEAT_S
+from jlg_pipeline.services.drain import HEARTBEAT_S
 
 WATCHDOG_INTERVAL_S = 5
 """Also how often a probe can go out while the service is down, and how soon after it heals

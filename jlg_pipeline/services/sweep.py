@@ -21,7 +21,8 @@ from jlg_pipeline.domain.models import (
     SweepReport,
 )
 from jlg_pipeline.log import describe, log_event
-from jlg_pipeline.services.generation import Drain, Gate
+from jlg_pipeline.services.drain import Drain
+from jlg_pipeline.services.generation import Gate
 from jlg_pipeline.services.next_step import By, who_tries_again
 from jlg_pipeline.services.retrying import tries
 from jlg_pipeline.services.set_aside import Path, set_aside

@@ -13,7 +13,8 @@ from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.services.generation import Drain, bind_gate
+from jlg_pipeline.services.drain import Drain
+from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import generate_each
 from testkit.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar

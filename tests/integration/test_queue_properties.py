@@ -87,17 +87,11 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
             assert after == before + 1, "the class is drawn once a claim"
             prefer_recovery = after % RECOVERY_EVERY == 0
 
-            def order(sid: int) -> tuple[bool, bool, int, int, datetime, int]:
+            def order(sid: int) -> tuple[bool, bool, int, datetime, int]:
+                # Programmes never served tie on their turn: time, then id, decide.
                 w = waiting[sid]
                 served = self.served.get(w.program_id)
-                return (
-                    w.recovery != prefer_recovery,
-                    served is not None,
-                    served or 0,
-                    w.program_id if served is None else 0,
-                    w.at,
-                    sid,
-                )
+                return (w.recovery != prefer_recovery, served is not None, served or 0, w.at, sid)
 
             expected = min(waiting, key=order)
             assert claim.session_id == expected, (claim.session_id, expected, prefer_recovery)
@@ -116,8 +110,9 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
                 return
             w = self.sessions[sid]
             assert w.claim is not None
+            # A claim gone stale but not yet taken over is still its holder's to mark.
             assert repo.mark_completed(w.claim, "job")
-            w.status = S.COMPLETED
+            w.status, w.waits = S.COMPLETED, False
 
         @rule(data=st.data(), retry_due=st.booleans())
         def fail(self, data: st.DataObject, retry_due: bool) -> None:

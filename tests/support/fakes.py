@@ -127,7 +127,7 @@ class FakeScheduler:
 
 @dataclass
 class FakeSessions:
-    """The gate's store (``services/generation.SessionClaims``) in memory, recording what it
+    """The gate's store (``services/gate_ports.SessionClaims``) in memory, recording what it
     was asked: one session per id, claimed as the repository's statement does (SCHEDULED or
     FAILED, or IN_PROGRESS gone ``stale``; not deleted; due), each claim a new attempt, the
     marks fenced to the attempt holding it. ``lose_claim``: the next claim goes to another
@@ -218,7 +218,7 @@ class FakeSessions:
 @dataclass
 class FakeTurns:
     """The online-session service's shared view as the gate sees it
-    (``services/generation.ServiceTurns``): hands out ``turns`` in order (a CALL now when none
+    (``services/gate_ports.ServiceTurns``): hands out ``turns`` in order (a CALL now when none
     is left), pauses once before the call when ``paused_until`` is set, and records the rest."""
 
     turns: list[Turn] = field(default_factory=list)

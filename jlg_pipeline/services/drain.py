@@ -1,0 +1,111 @@
+"""A run's callers draining the one queue (docs/design.md "One queue"): the gate for whatever
+session the queue gives next, until none waits or the run's time is up, the run's heartbeat
+told meanwhile, and a session it fails on unexpectedly set aside."""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.domain.errors import (
+    GenerationFailed,
+    RetryableGenerationFailed,
+)
+from jlg_pipeline.domain.models import (
+    BulkRegisterRequest,
+    GenerationOutcome,
+    Trigger,
+)
+from jlg_pipeline.log import describe, log_event
+from jlg_pipeline.services.gate_ports import ServiceTurns, SessionClaims
+from jlg_pipeline.services.generation import generate_next
+from jlg_pipeline.services.set_aside import Path, set_aside
+
+logger = logging.getLogger(__name__)
+
+DRAIN_FOR_S = 30 * 60.0
+"""How long after it began a run still takes from the queue (far inside a shared run's
+three-hour bound: ``dagster/max_runtime`` never ends it mid-call)."""
+HEARTBEAT_S = 5.0
+"""How often a draining run says it is alive (``SessionQueue.beat``), at most."""
+
+
+class Drain:
+    """:func:`generate_next` bound as :func:`bind_gate` binds the gate, until ``until``
+    (monotonic seconds), saying the run is alive through ``beat`` at most every HEARTBEAT_S;
+    it keeps the request of each session it took, for the run's own retries
+    (:meth:`request_for`)."""
+
+    def __init__(
+        self,
+        repository: SessionClaims,
+        registrar: BulkRegistrar,
+        trigger: Trigger,
+        run_id: str | None,
+        view: ServiceTurns,
+        beat: Callable[[], None] = lambda: None,
+        count_set_aside: Callable[[], None] = lambda: None,
+        until: float | None = None,
+    ) -> None:
+        self._bound = (repository, registrar, trigger, run_id, view)
+        self._beat = beat
+        self._count_set_aside = count_set_aside
+        self._current = threading.local()
+        self._until = time.monotonic() + DRAIN_FOR_S if until is None else until
+        self._lock = threading.Lock()
+        self._taken: dict[int, BulkRegisterRequest] = {}
+        self._beat_at = -HEARTBEAT_S
+
+    def __call__(self) -> GenerationOutcome | None:
+        if time.monotonic() >= self._until:
+            return None
+        self._heartbeat()
+        repository, registrar, trigger, run_id, view = self._bound
+        self._current.session_id = None
+        try:
+            return generate_next(
+                repository=repository,
+                registrar=registrar,
+                trigger=trigger,
+                run_id=run_id,
+                view=view,
+                took=self._took,
+            )
+        except GenerationFailed:
+            raise
+        except Exception as exc:
+            session_id = self._current.session_id
+            if session_id is None:
+                raise
+            # One session the gate failed on unexpectedly after its claim: set aside (its
+            # claim goes stale and it waits again), and the drain goes on with the rest.
+            set_aside(Path.WORKER, session_id, exc, self._count_set_aside)
+            raise RetryableGenerationFailed(
+                f"session {session_id} set aside: {describe(exc)}",
+                session_id=session_id,
+                attempt=0,
+                retryable=True,
+                retry_in_s=repository.windows.stale_ms / 1000,
+            ) from exc
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._beat_at < HEARTBEAT_S:
+                return
+            self._beat_at = now
+        try:
+            self._beat()
+        except Exception as exc:  # noqa: BLE001 - a missed beat costs the watchdog a launch
+            log_event(logger, logging.WARNING, "generation.heartbeat_lost", error=describe(exc))
+
+    def _took(self, request: BulkRegisterRequest) -> None:
+        self._current.session_id = request.session_id
+        with self._lock:
+            self._taken[request.session_id] = request
+
+    def request_for(self, session_id: int) -> BulkRegisterRequest | None:
+        """The request of a session this drain took, if it took it."""
+        with self._lock:
+            return self._taken.get(session_id)
