@@ -66,8 +66,7 @@ def upgrade() -> None:
         _INDEX,
         _TABLE,
         ["program_id", "link_generation_at", "id"],
-        "deleted_at IS NULL "
-        "AND link_generation_status IN ('SCHEDULED', 'IN_PROGRESS', 'FAILED')",
+        "deleted_at IS NULL AND link_generation_status IN ('SCHEDULED', 'IN_PROGRESS', 'FAILED')",
     )
 
 
