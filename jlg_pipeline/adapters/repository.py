@@ -95,7 +95,7 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         self.claim_sql, self.claim_parameters = self._claim_statement(bindparam("session_id"))
         """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
         self._next_sql, self._next_parameters = self._claim_statement(
-            next_waiting(self.windows.stale_ms)
+            next_waiting(self.windows.stale_ms), with_options=True
         )
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
@@ -133,8 +133,11 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
             .returning(ps.c.id)
         )
 
-    def _claim_statement(self, target: ColumnElement[int]) -> tuple[str, dict[str, Any]]:
-        """The claim of the session ``target`` names, compiled: its SQL text and parameters."""
+    def _claim_statement(
+        self, target: ColumnElement[int], *, with_options: bool = False
+    ) -> tuple[str, dict[str, Any]]:
+        """The claim of the session ``target`` names, compiled: its SQL and parameters; with the
+        options recorded for its cycle only ``with_options`` (a named claim brings its own)."""
         claimed = (
             update(ps)
             .where(
@@ -192,16 +195,16 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         served = serving.on_conflict_do_update(
             index_elements=[turn.c.program_id], set_={"served": serving.excluded.served}
         ).cte("served")
-        options = (
-            select(
+        statement = select(claimed)
+        if with_options:
+            statement = select(
                 claimed,
                 queued.c.role,
                 queued.c.batch_size,
                 func.coalesce(queued.c.actor_user_id, newest_actor(claimed.c.id)).label(
                     "actor_user_id"
                 ),
-            )
-            .select_from(
+            ).select_from(
                 claimed.outerjoin(
                     queued,
                     and_(
@@ -210,11 +213,10 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
                     ),
                 )
             )
-            .add_cte(reclaimed, opened, served)
-        )
         # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
         # per claim than the database did (docs/performance.md).
-        compiled = options.compile(dialect=self._engine.dialect)
+        statement = statement.add_cte(reclaimed, opened, served)
+        compiled = statement.compile(dialect=self._engine.dialect)
         return str(compiled), dict(compiled.params)
 
     def get_state(self, session_id: int) -> LinkGenerationState | None:
