@@ -30,7 +30,6 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Engine,
-    Float,
     Integer,
     ScalarSelect,
     String,
@@ -180,10 +179,12 @@ class SessionQueue:
         )
         live = (
             select(func.count())
-            .where(worker.c.beat_at > func.now() - _seconds(live_within_s))
+            .where(worker.c.beat_at > func.now() - ms(round(live_within_s * 1000)))
             .scalar_subquery()
         )
-        gone = delete(worker).where(worker.c.beat_at < func.now() - _seconds(WORKER_RECORD_KEPT_S))
+        gone = delete(worker).where(
+            worker.c.beat_at < func.now() - ms(round(WORKER_RECORD_KEPT_S * 1000))
+        )
         with translate_errors("asking the queue who attends it"), self._engine.begin() as conn:
             conn.execute(gone)
             # Not EXISTS (SELECT * …): the application role may read only some host columns.
@@ -289,10 +290,6 @@ class SessionQueue:
         with translate_errors("refreshing the programmes' turns"), self._engine.begin() as conn:
             conn.execute(gone)
             conn.execute(_due_from(due, earliest=False))
-
-
-def _seconds(value: float) -> ColumnElement[Any]:
-    return func.make_interval(0, 0, 0, 0, 0, 0, literal(value, Float))
 
 
 def _due_from(due: Any, earliest: bool = True) -> Any:
