@@ -5,6 +5,7 @@ its tags, so every run of it does. Both call ``generate_for_session`` (through `
 and nothing else generates (TRD dec-09)."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 from dagster import (
     Backoff,
@@ -25,13 +26,19 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import DatabaseUnavailable, GenerationFailed, InvalidInput
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import GenerationResult, Trigger
+from jlg_pipeline.domain.models import (
+    BulkRegisterRequest,
+    GenerationOutcome,
+    GenerationResult,
+    Trigger,
+)
 from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import (
     FAILED_OUTCOME,
     finish,
     outcome_metadata,
+    queue_metadata,
     tag_outcome,
     tag_start,
 )
@@ -55,14 +62,17 @@ from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.next_step import By, next_step
 from jlg_pipeline.services.set_aside import Path
-from jlg_pipeline.services.sweep import generate_retrying_unrecorded
+from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 
 RETRY_DELAY_SECONDS = 10.0
 
 
 def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
-    """The job the sensor launches per event. Retryable failures retry inside the run (at
-    most MAX_RETRY_ATTEMPTS times, backing off); others fail the run at once."""
+    """The job launched for one session (an event, a direct launch, a hand launch). The run
+    is a worker of the one queue: it claims its own session first (a result it could not
+    record is tried again in the run, at most MAX_RETRY_ATTEMPTS times, backing off), then
+    keeps taking what the queue gives next, as a shared run does. Its tags and metadata tell
+    its own session's story; the sessions it took from the queue are listed beside."""
 
     @op(
         name=GENERATE_OP,
@@ -81,37 +91,30 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
     ) -> Output[None]:
         session_id = config.programSessionId
         trigger = tag_start(context, session_id)
-        generate = bind_gate(
-            database.repository(), registrar, trigger, context.run_id, database.view()
-        )
         try:
-            outcome = generate(config.request())
+            request = config.request()
         except InvalidInput as exc:
             tag_outcome(context, FAILED_OUTCOME, session_id, None)
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
-        except GenerationFailed as exc:
-            # A retry that then succeeds replaces it: the tag says how the run ended.
-            tag_outcome(context, FAILED_OUTCOME, session_id, exc.cycle)
-            now = datetime.now(UTC)
-            step = next_step(exc, now, next_sweep_at(now))
-            context.instance.add_run_tags(context.run_id, {NEXT_TAG: step.tag})
-            # The run waits for nothing: a session the watchdog comes back for frees the
-            # run's slot now; only a result this run could not record is retried here. The
-            # message is the whole story (from None: our own traceback tells an operator
-            # nothing, and the error's text is already in it).
-            raise Failure(
-                f"{exc} ({step.text})",
-                metadata={
-                    "session_id": exc.session_id,
-                    "attempt": exc.attempt,
-                    "retryable": exc.retryable,
-                    "retry_in_s": exc.retry_in_s,
-                    "next": step.tag,
-                },
-                allow_retries=step.by is By.THIS_RUN,
-            ) from None
-        tag_outcome(context, outcome.result.value, session_id, outcome.cycle)
-        return Output(None, metadata=outcome_metadata(outcome))
+        queue, run_id = database.queue(), context.run_id
+        _join(queue, [request])
+        generate = bind_gate(database.repository(), registrar, trigger, run_id, database.view())
+        drain = _drain(database, registrar, trigger, run_id)
+        try:
+            try:
+                own: GenerationOutcome | GenerationFailed | InvalidInput = generate(request)
+            except (GenerationFailed, InvalidInput) as exc:
+                own = exc
+            # Whatever its own session's end, the run takes what the queue gives next.
+            taken = generate_each(
+                [], generate, left_behind=0, concurrency=database.concurrency, then=drain
+            )
+        finally:
+            _ended(queue, run_id)
+        # The queue may have given it its own session again (a pause waited out): that is
+        # how it ended.
+        last = drain.ended_for(session_id) or own
+        return _own_story(context, session_id, last, queue_metadata(taken))
 
     @job(
         name=GENERATION_JOB,
@@ -125,6 +128,42 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         generate_join_links()
 
     return join_link_generation_job
+
+
+def _own_story(
+    context: OpExecutionContext,
+    session_id: int,
+    last: GenerationOutcome | GenerationFailed | InvalidInput,
+    taken: dict[str, Any],
+) -> Output[None]:
+    """The run's tags and metadata from how its own session ended; the run fails only when
+    that session is left failed (a session taken from the queue waits there again)."""
+    if isinstance(last, GenerationOutcome):
+        tag_outcome(context, last.result.value, session_id, last.cycle)
+        return Output(None, metadata=outcome_metadata(last) | taken)
+    if isinstance(last, InvalidInput):
+        tag_outcome(context, FAILED_OUTCOME, session_id, None)
+        raise Failure(f"invalid run config: {last}", allow_retries=False) from None
+    tag_outcome(context, FAILED_OUTCOME, session_id, last.cycle)
+    now = datetime.now(UTC)
+    step = next_step(last, now, next_sweep_at(now))
+    context.instance.add_run_tags(context.run_id, {NEXT_TAG: step.tag})
+    # The message is the whole story (from None: our own traceback tells an operator nothing,
+    # and the error's text is already in it).
+    raise Failure(
+        f"{last} ({step.text})",
+        metadata={
+            "session_id": last.session_id,
+            "attempt": last.attempt,
+            "retryable": last.retryable,
+            "retry_in_s": last.retry_in_s,
+            "next": step.tag,
+            **taken,
+        },
+        # Only a result this run could not record is retried here (the op's RetryPolicy):
+        # a session the watchdog comes back for frees the run's slot now.
+        allow_retries=step.by is By.THIS_RUN,
+    ) from None
 
 
 def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> JobDefinition:
@@ -148,12 +187,8 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         except InvalidInput as exc:
             context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: FAILED_OUTCOME})
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from None
-        # The run is a worker of the one queue: its sessions wait there with their options,
-        # and its callers take what the queue gives next (docs/design.md "One queue").
         queue, run_id = database.queue(), context.run_id
-        queue.record(requests)
-        # Sessions armed by anyone since the watchdog's last tick join their programme's turn.
-        queue.refresh()
+        _join(queue, requests)
         repository, view = database.repository(), database.view()
         try:
             final = generate_retrying_unrecorded(
@@ -162,15 +197,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
                 concurrency=database.concurrency,
                 retries=MAX_RETRY_ATTEMPTS,
                 first_delay_s=retry_delay_seconds,
-                then=Drain(
-                    repository,
-                    registrar,
-                    trigger,
-                    run_id,
-                    view,
-                    beat=lambda: queue.beat(run_id),
-                    count_set_aside=lambda: repository.count_set_aside(Path.WORKER),
-                ),
+                then=_drain(database, registrar, trigger, run_id),
             )
         finally:
             _ended(queue, run_id)
@@ -194,6 +221,28 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
         generate_join_links_shared()
 
     return join_link_shared_generation_job
+
+
+def _join(queue: SessionQueue, requests: list[BulkRegisterRequest]) -> None:
+    """The run is a worker of the one queue (docs/design.md "One queue"): its sessions wait
+    there with their options, and sessions armed by anyone since the watchdog's last tick join
+    their programme's turn, before its callers take what the queue gives next."""
+    queue.record(requests)
+    queue.refresh()
+
+
+def _drain(database: RunDatabase, registrar: BulkRegistrar, trigger: Trigger, run_id: str) -> Drain:
+    """The run's callers taking from the queue, its heartbeat told, its set-asides counted."""
+    repository, queue = database.repository(), database.queue()
+    return Drain(
+        repository,
+        registrar,
+        trigger,
+        run_id,
+        database.view(),
+        beat=lambda: queue.beat(run_id),
+        count_set_aside=lambda: repository.count_set_aside(Path.WORKER),
+    )
 
 
 def _ended(queue: SessionQueue, run_id: str) -> None:

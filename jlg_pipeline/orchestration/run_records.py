@@ -92,6 +92,13 @@ def _report_metadata(report: SweepReport) -> dict[str, Any]:
     }
 
 
+def queue_metadata(report: SweepReport) -> dict[str, Any]:
+    """The sessions a run of one took from the queue after its own, beside its own story."""
+    if not report.sessions:
+        return {}
+    return {"from_queue": report.found, "from_queue_sessions": _report_metadata(report)["sessions"]}
+
+
 COUNT_TAGS = ("found", "completed", "skipped", "failed", "left_behind")
 """A run of many sessions (sweep, backfill, shared) is tagged ``jlg/<count>`` with each, so the
 Runs list tells its story without opening it."""

@@ -35,7 +35,7 @@ class Drain:
     """:func:`generate_next` bound as :func:`bind_gate` binds the gate, until ``until``
     (monotonic seconds), saying the run is alive through ``beat`` at most every HEARTBEAT_S;
     it keeps the request of each session it took, for the run's own retries
-    (:meth:`request_for`)."""
+    (:meth:`request_for`), and how each ended (:meth:`ended_for`)."""
 
     def __init__(
         self,
@@ -55,6 +55,7 @@ class Drain:
         self._until = time.monotonic() + DRAIN_FOR_S if until is None else until
         self._lock = threading.Lock()
         self._taken: dict[int, BulkRegisterRequest] = {}
+        self._ended: dict[int, GenerationOutcome | GenerationFailed] = {}
         self._beat_at = -HEARTBEAT_S
 
     def __call__(self) -> GenerationOutcome | None:
@@ -64,7 +65,7 @@ class Drain:
         repository, registrar, trigger, run_id, view = self._bound
         self._current.session_id = None
         try:
-            return generate_next(
+            outcome = generate_next(
                 repository=repository,
                 registrar=registrar,
                 trigger=trigger,
@@ -72,7 +73,8 @@ class Drain:
                 view=view,
                 took=self._took,
             )
-        except GenerationFailed:
+        except GenerationFailed as exc:
+            self._ended[exc.session_id] = exc
             raise
         except Exception as exc:
             session_id = self._current.session_id
@@ -81,13 +83,18 @@ class Drain:
             # One session the gate failed on unexpectedly after its claim: set aside (its
             # claim goes stale and it waits again), and the drain goes on with the rest.
             set_aside(Path.WORKER, session_id, exc, self._count_set_aside)
-            raise RetryableGenerationFailed(
+            failed = RetryableGenerationFailed(
                 f"session {session_id} set aside: {describe(exc)}",
                 session_id=session_id,
                 attempt=0,
                 retryable=True,
                 retry_in_s=repository.windows.stale_ms / 1000,
-            ) from exc
+            )
+            self._ended[session_id] = failed
+            raise failed from exc
+        if outcome is not None:
+            self._ended[outcome.session_id] = outcome
+        return outcome
 
     def _heartbeat(self) -> None:
         with self._lock:
@@ -104,6 +111,10 @@ class Drain:
         self._current.session_id = request.session_id
         with self._lock:
             self._taken[request.session_id] = request
+
+    def ended_for(self, session_id: int) -> GenerationOutcome | GenerationFailed | None:
+        """How this drain's last call for a session ended, if it called for it."""
+        return self._ended.get(session_id)
 
     def request_for(self, session_id: int) -> BulkRegisterRequest | None:
         """The request of a session this drain took, if it took it."""

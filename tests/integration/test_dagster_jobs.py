@@ -11,9 +11,10 @@ from sqlalchemy import Engine, text
 
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.models import AttemptOutcome, BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
@@ -88,6 +89,39 @@ def test_generation_run_completes_with_metadata(engine: Engine, db_url: str) -> 
     assert stored.tags["jlg/cycle"] == f"join-link-{sid}@{cycle:%Y-%m-%dT%H:%M:%SZ}"
     [call] = fake.calls
     assert (call.role, call.batch_size, call.actor_user_id) == ("attendee", 50, 4)
+
+
+def test_a_run_for_one_session_then_takes_what_waits_in_the_queue(
+    engine: Engine, db_url: str
+) -> None:
+    """Runs are workers (docs/design.md "One queue"): a run launched for one session claims
+    it first, with its own options, then takes the other sessions that wait (another
+    programme's too, with the options recorded for their cycle), lists them beside its own
+    story, and leaves no heartbeat behind; a session not yet due waits on."""
+    sid = create_session(engine)
+    waiting = [create_session(engine, program_id=2), create_session(engine, program_id=3)]
+    later = create_session(engine)
+    for each in (sid, *waiting):
+        force_state(engine, each, S.SCHEDULED)
+    force_state(engine, later, S.SCHEDULED, at_offset=timedelta(hours=1))
+    SessionQueue(engine).record([BulkRegisterRequest(waiting[0], role="host")])
+    fake = RecordingRegistrar()
+    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid, role="attendee"))
+    assert result.success
+    metadata = _metadata(result, "generate_join_links")
+    assert (metadata["session_id"], metadata["outcome"]) == (sid, "completed")
+    assert metadata["from_queue"] == 2
+    for each in waiting:
+        assert f"| {each} | completed |" in metadata["from_queue_sessions"]
+    assert {c.session_id: c.role for c in fake.calls} == {
+        sid: "attendee",
+        waiting[0]: "host",
+        waiting[1]: None,
+    }
+    assert fake.calls[0].session_id == sid, "its own session first"
+    assert session_row(engine, later)["link_generation_status"] == S.SCHEDULED.value
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM jlg_worker")).scalar_one() == 0
 
 
 def test_lost_claim_succeeds_with_the_reason(engine: Engine, db_url: str) -> None:
@@ -346,27 +380,29 @@ def _http_run(db_url: str, url: str, sid: int, timeout_s: float = 5.0) -> Any:
 
 
 def test_a_retry_after_pauses_every_caller_for_that_long(engine: Engine, db_url: str) -> None:
-    """A 429 with Retry-After: the session waits that long, and so does every other one: the
-    next run does not call the service until the pause is over (a pause this short it waits
-    out, holding no claim; a longer one leaves the session for then: test_service_view)."""
+    """A 429 with Retry-After: the session waits that long, and so does every other one:
+    nothing calls the service until the pause is over. The run, a worker of the queue, waits
+    out a pause this short (holding no claim; a longer one leaves the sessions for then:
+    test_service_view) and then takes both from the queue; the next run finds nothing left."""
     sid, other = create_session(engine), create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     force_state(engine, other, S.SCHEDULED)
     with online_session_service() as service:
         service.queue = [Answer(status=429, body=b"{}", headers={"Retry-After": "2"})]
         first = _http_run(db_url, service.url, sid)
-        retry_in = _retry_in(engine, sid)
-        paused = _http_run(db_url, service.url, other)
-    assert not first.success
-    assert retry_in is not None
-    # Held by the service, not by its own backoff: due again the moment the pause is over
-    # (the watchdog launches nothing while it holds).
-    assert retry_in <= 2
-    assert paused.success
-    assert _metadata(paused, "generate_join_links")["outcome"] == "completed"
-    throttled, called = (call["at"] for call in service.received)
-    assert called - throttled >= 1.9, "nothing called the service during the pause"
-    assert session_row(engine, other)["link_generation_status"] == S.COMPLETED.value
+        second = _http_run(db_url, service.url, other)
+    assert first.success, "its own session ended completed, taken again after the pause"
+    assert _metadata(first, "generate_join_links")["outcome"] == "completed"
+    assert _metadata(first, "generate_join_links")["from_queue"] == 2
+    assert _metadata(second, "generate_join_links")["outcome"] == "skipped"
+    throttled, *called = (call["at"] for call in service.received)
+    assert len(called) == 2
+    assert min(called) - throttled >= 1.9, "nothing called the service during the pause"
+    for each in (sid, other):
+        assert session_row(engine, each)["link_generation_status"] == S.COMPLETED.value
+    first_attempt = ProgramSessionRepository(engine).attempts(sid)[-1]
+    assert first_attempt.attempt == 1
+    assert first_attempt.outcome is AttemptOutcome.FAILED
 
 
 def test_408_backs_off_without_pausing_the_others(engine: Engine, db_url: str) -> None:
