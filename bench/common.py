@@ -16,11 +16,11 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from devstack.aws import EXECUTION_ROLE_ARN, LocalAws, connect_moto
+from devstack.ports import free_port, wait_until_answers
+from devstack.stack import Children
+from devstack.tokens import mint_token
 from jlg_pipeline.adapters.database import create_engine, instance_storage_url
-from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws, connect_moto
-from jlg_pipeline.local.ports import free_port, wait_until_answers
-from jlg_pipeline.local.stack import Children
-from jlg_pipeline.tokens import mint_token
 from testkit.claim_race import claim_race
 from testkit.postgres import scratch_database, server_url
 from testkit.processes import group_processes

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jlg_pipeline.local.ports import free_port
+from devstack.ports import free_port
 
 NGINX = "/usr/sbin/nginx"
 INSTALL = "apt-get install -y --no-install-recommends nginx-light"

@@ -1,19 +1,35 @@
 """The ``jlg`` command: migrations, the local stack, tokens and schedule resync."""
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from sqlalchemy.exc import OperationalError
 
 from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings, check_jwt_secret
 from jlg_pipeline.domain.errors import ConfigError, JlgError
-from jlg_pipeline.local.online_session import BEHAVIOURS as ONLINE_SESSION_BEHAVIOURS
 from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate, plan
-from jlg_pipeline.tokens import mint_token
+
+ONLINE_SESSION_BEHAVIOURS = ("ok", "reject", "throttle", "slow", "flaky")
+"""How ``jlg dev --online-session`` makes the stand-in answer (``devstack.online_session``)."""
+
+
+def _devstack(module: str) -> ModuleType:
+    """The development stack, which the image does not ship: ``jlg dev`` and ``jlg token``
+    work in a checkout (an editable install), where it sits beside the package."""
+    if not (REPOSITORY_ROOT / "devstack").is_dir():
+        raise ConfigError(
+            "jlg dev and jlg token run from a checkout of the repository: the development "
+            "stack is not part of the installed package"
+        )
+    if str(REPOSITORY_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPOSITORY_ROOT))
+    return importlib.import_module(f"devstack.{module}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,18 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     try:
         if args.command == "dev":
-            from jlg_pipeline.local.stack import run_dev
-
-            return run_dev(REPOSITORY_ROOT, online_session=args.online_session)
+            run_dev = _devstack("stack").run_dev
+            return int(run_dev(REPOSITORY_ROOT, online_session=args.online_session))
         settings = Settings.from_env(_environment(args))
         if args.command == "token":
             if not settings.jwt_secret and not settings.jwt_public_key:
                 # Under `jlg dev` the secret is this checkout's; nothing to export by hand.
-                from jlg_pipeline.local.stack import dev_jwt_secret
-
-                settings = settings.model_copy(
-                    update={"jwt_secret": dev_jwt_secret(REPOSITORY_ROOT)}
-                )
+                secret = _devstack("stack").dev_jwt_secret(REPOSITORY_ROOT)
+                settings = settings.model_copy(update={"jwt_secret": secret})
             if not settings.jwt_secret:
                 raise ConfigError("jlg token signs with JLG_JWT_SECRET (HS256)")
             check_jwt_secret(settings.jwt_secret)
@@ -101,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
             print(
-                mint_token(
+                _devstack("tokens").mint_token(
                     settings.jwt_secret,
                     user_id=args.user_id,
                     roles=roles,

@@ -11,9 +11,9 @@ from typing import Any
 
 from sqlalchemy import Engine, select, text, update
 
+from devstack.seed import insert_registrations, insert_session
 from jlg_pipeline.adapters.tables import online_session, program_session
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.seed import insert_registrations, insert_session
 
 _seconds = "now() + make_interval(secs => {})"
 DUE = timedelta(minutes=-1)

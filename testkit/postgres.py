@@ -1,7 +1,7 @@
 """The one PostgreSQL kit of the tests and the benchmarks: which server to use, a throwaway
 database on it, databases reused between tests, and a server of one's own to restart. Every
 embedded server (this kit's and the local stack's) is started by
-``jlg_pipeline.local.postgres.embedded``."""
+``devstack.postgres.embedded``."""
 
 import json
 import os
@@ -17,8 +17,7 @@ from typing import Any
 
 import psycopg
 
-from jlg_pipeline.adapters.database import normalize_url
-from jlg_pipeline.local.postgres import (
+from devstack.postgres import (
     create_database,
     drop_database,
     embedded,
@@ -26,6 +25,7 @@ from jlg_pipeline.local.postgres import (
     reachable,
     with_database,
 )
+from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.migrate import migrate
 
 LOCAL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jlg_pipeline.local.ports import free_port, wait_until_answers
+from devstack.ports import free_port, wait_until_answers
 from web.server import command
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,12 +13,12 @@ from hypothesis import settings
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from devstack.aws import start_moto
+from devstack.online_session import OnlineSessionService, online_session_service
+from devstack.ports import free_port
+from devstack.postgres import TEST_DATA_DIR
 from jlg_pipeline.adapters.database import create_engine, instance_storage_url
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.local.aws import start_moto
-from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
-from jlg_pipeline.local.ports import free_port
-from jlg_pipeline.local.postgres import TEST_DATA_DIR
 from testkit.fault_proxy import FaultProxy, proxied_database
 from testkit.postgres import ReusedDatabases, scratch_database, server_url
 from tests.support import ROOT

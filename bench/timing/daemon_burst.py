@@ -49,9 +49,9 @@ from bench.common import (
     strict_option,
     table,
 )
+from devstack.stack import Children
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.local.stack import Children
 from testkit.factories import add_registrations, arm_cohort
 
 LEAD_S = 20

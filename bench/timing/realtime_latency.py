@@ -32,11 +32,11 @@ from bench.common import (
     strict_option,
     table,
 )
+from devstack.aws import LocalAws
+from devstack.stack import Children
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S, DEFAULT_SQS_WAIT_S
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.local.aws import LocalAws
-from jlg_pipeline.local.stack import Children
 from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
 
 

@@ -62,12 +62,12 @@ from bench.common import (
     table,
 )
 from bench.limiter import calls_seen, nginx_limit
+from devstack.online_session import Answer, OnlineSessionService, online_session_service
+from devstack.stack import Children
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.service_view import Health
-from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
-from jlg_pipeline.local.stack import Children
 from testkit.factories import add_registrations, arm_cohort
 
 CASES = (

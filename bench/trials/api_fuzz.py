@@ -31,9 +31,9 @@ from bench.common import (
     strict_option,
     table,
 )
+from devstack.aws import start_moto
+from devstack.ports import free_port
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.aws import start_moto
-from jlg_pipeline.local.ports import free_port
 from testkit.factories import NOT_SCHEDULED, create_sessions
 from testkit.served import start_web
 

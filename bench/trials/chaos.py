@@ -60,11 +60,11 @@ from bench.common import (
     moto_process,
     start_daemon,
 )
+from devstack.eventbridge import EventBridgeStandIn
+from devstack.online_session import Answer, OnlineSessionService, online_session_service
+from devstack.stack import Children
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
-from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 from testkit.factories import add_registrations
 from testkit.fault_proxy import FaultProxy, Mode, proxied_database

@@ -36,8 +36,8 @@ from bench.common import (
     sweep,
     table,
 )
+from devstack.online_session import OnlineSessionService, online_session_service
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 from testkit.factories import DUE, add_registrations, create_sessions
 
 STALE_MS = 10_000

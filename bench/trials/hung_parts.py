@@ -59,9 +59,9 @@ from bench.common import (
     strict_option,
     table,
 )
+from devstack.eventbridge import EventBridgeStandIn
+from devstack.stack import Children
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.stack import Children
 from jlg_pipeline.migrate import migrate
 from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
 from testkit.fault_proxy import FaultProxy, Mode

@@ -44,9 +44,9 @@ from bench.common import (
     sweep,
     table,
 )
+from devstack.ports import free_port
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
-from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.migrate import migrate
 from testkit.factories import DUE, NOT_SCHEDULED, add_registrations, create_sessions
 from testkit.postgres import own_server

@@ -52,6 +52,9 @@ from bench.common import (
     strict_option,
     table,
 )
+from devstack.aws import EXECUTION_ROLE_ARN, LocalAws
+from devstack.eventbridge import EventBridgeStandIn
+from devstack.ports import free_port
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
@@ -60,9 +63,6 @@ from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.local.aws import EXECUTION_ROLE_ARN, LocalAws
-from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions

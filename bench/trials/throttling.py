@@ -31,10 +31,10 @@ from bench.common import (
     status_counts,
     table,
 )
+from devstack.online_session import Answer, online_session_service
+from devstack.stack import Children
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.local.online_session import Answer, online_session_service
-from jlg_pipeline.local.stack import Children
 from testkit.factories import DUE, add_registrations, create_sessions
 
 ON_TIME_AFTER_RECOVERY_S = 120.0

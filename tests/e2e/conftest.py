@@ -20,10 +20,10 @@ import pytest
 from dagster import DagsterInstance, DagsterRun
 from sqlalchemy import Engine
 
-from jlg_pipeline.local.aws import LocalAws, emptied_moto
-from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.ports import free_port, wait_until_answers
-from jlg_pipeline.local.stack import Children
+from devstack.aws import LocalAws, emptied_moto
+from devstack.eventbridge import EventBridgeStandIn
+from devstack.ports import free_port, wait_until_answers
+from devstack.stack import Children
 from testkit.factories import session_row
 from tests.support import ROOT
 from tests.support.secrets import find_secrets

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, func, select
 
+from devstack.online_session import Answer, online_session_service
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt, local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import Answer, online_session_service
 from testkit.factories import add_registrations, create_session, force_state
 from testkit.processes import run_worker_pids
 from tests.e2e.conftest import Stack

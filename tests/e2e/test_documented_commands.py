@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from jlg_pipeline.local.seed import seed_demo
-from jlg_pipeline.local.stack import DEV_ENV_FILE, write_dev_env
+from devstack.seed import seed_demo
+from devstack.stack import DEV_ENV_FILE, write_dev_env
 from testkit.factories import session_row
 from tests.e2e.conftest import Stack
 from tests.support import ROOT

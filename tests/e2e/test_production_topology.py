@@ -19,13 +19,13 @@ import pytest
 import yaml
 from sqlalchemy import Engine, func, select
 
+from devstack.aws import LocalAws, start_moto
+from devstack.ports import free_port, wait_until_answers
+from devstack.stack import Children, create_dagster_storage
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.aws import LocalAws, start_moto
-from jlg_pipeline.local.ports import free_port, wait_until_answers
-from jlg_pipeline.local.stack import Children, create_dagster_storage
 from testkit.factories import add_registrations, create_session, force_state, session_row
 from tests.support import ROOT
 from tests.support.web import JWT_ENV, admin_headers

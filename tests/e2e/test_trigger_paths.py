@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
+from devstack.online_session import OnlineSessionService, online_session_service
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import OnlineSessionService, online_session_service
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from testkit.factories import add_registrations, create_session, force_state
 from tests.e2e.conftest import Stack

@@ -1,6 +1,6 @@
 import pytest
 
-from jlg_pipeline.local.aws import FAKE_CREDENTIALS, emptied_moto
+from devstack.aws import FAKE_CREDENTIALS, emptied_moto
 from tests.support.web import Aws
 
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
+from devstack.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -23,7 +24,6 @@ from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFail
 from jlg_pipeline.domain.models import GenerationResult, Trigger
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row
 from tests.support.logs import fields_of

@@ -15,6 +15,7 @@ import pytest
 from dagster import DagsterInstance, RunRequest, SensorResult, SkipReason, build_sensor_context
 from sqlalchemy import Engine, text
 
+from devstack.online_session import online_session_service
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
@@ -24,7 +25,6 @@ from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_shared_generation_job
 from jlg_pipeline.orchestration.run_requests import covering, requests_for

@@ -9,6 +9,7 @@ import pytest
 from dagster import DagsterInstance, JobDefinition
 from sqlalchemy import Engine, text
 
+from devstack.online_session import Answer, online_session_service
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -16,7 +17,6 @@ from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import AttemptOutcome, BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.run_records import COUNT_TAGS

@@ -15,6 +15,7 @@ import pytest
 from dagster import DagsterInstance
 from sqlalchemy import Engine, text
 
+from devstack.online_session import OnlineSessionService
 from jlg_pipeline.adapters.database import (
     IDLE_IN_TRANSACTION_S,
     Bounds,
@@ -35,7 +36,6 @@ from jlg_pipeline.domain.models import (
     Trigger,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import OnlineSessionService
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row

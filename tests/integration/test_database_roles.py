@@ -17,6 +17,7 @@ from sqlalchemy import Engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
+from devstack.postgres import admin_execute, dagster_reader
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
@@ -25,7 +26,6 @@ from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.local.postgres import admin_execute, dagster_reader
 from jlg_pipeline.migrate import migrate
 from jlg_pipeline.services.generation import bind_gate, generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync

@@ -6,7 +6,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from jlg_pipeline.local import stack
+from devstack import stack
 
 
 def _mode(path: Path) -> int:

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devstack.online_session import Answer, OnlineSessionService, online_session_service
+from devstack.ports import free_port
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar, error_code, shares_secret
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
-from jlg_pipeline.local.online_session import Answer, OnlineSessionService, online_session_service
-from jlg_pipeline.local.ports import free_port
 
 TOKEN = "svc-token-7f3a9c"
 

@@ -1,6 +1,7 @@
 """The image's install, without Docker: the files the Dockerfile's build stage copies are
 built into the package's wheel, as ``pip install .`` does there, and that install alone (no
-checkout, no alembic.ini) migrates an empty database to head with ``jlg migrate``."""
+checkout, no alembic.ini) migrates an empty database to head with ``jlg migrate``. It ships
+no development stack or stand-in, and ``jlg dev`` there says it needs a checkout."""
 
 import re
 import shutil
@@ -58,6 +59,10 @@ def test_the_images_install_migrates_an_empty_database(pg_admin_url: str, tmp_pa
         timeout=180,
     )
     [wheel] = (tmp_path / "wheel").glob("jlg_pipeline-*.whl")
+    shipped = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {"jlg_pipeline", "web", "migrations"} <= shipped
+    stand_ins = shipped & {"devstack", "testkit", "tests", "bench"}
+    assert not stand_ins, f"the image ships only what production runs: {stand_ins}"
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     with scratch_database(pg_admin_url, "jlg_image", migrated=False) as url:
@@ -76,6 +81,20 @@ def test_the_images_install_migrates_an_empty_database(pg_admin_url: str, tmp_pa
             timeout=180,
         )
         assert migrated.returncode == 0, migrated.stderr
+        dev = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from jlg_pipeline.cli import main; sys.exit(main(['dev']))",
+            ],
+            cwd=tmp_path,
+            env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert dev.returncode == 2
+        assert "run from a checkout" in dev.stderr, "a clear refusal, not a traceback"
         engine = create_engine(url)
         try:
             with engine.connect() as conn:

@@ -3,7 +3,7 @@ it keeps nothing an earlier holder left."""
 
 import json
 
-from jlg_pipeline.local.aws import emptied_moto
+from devstack.aws import emptied_moto
 from tests.support.web import Aws
 
 

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from jlg_pipeline import bootstrap
+from devstack.online_session import BEHAVIOURS
+from devstack.ports import require_free
+from devstack.stack import _registrar, write_dev_env
+from jlg_pipeline import bootstrap, cli
 from jlg_pipeline.cli import main
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
-from jlg_pipeline.local.ports import require_free
-from jlg_pipeline.local.stack import _registrar, write_dev_env
 from tests.support.web import SECRET
 
 
@@ -67,6 +68,12 @@ def test_ok_answers_a_job_and_without_a_behaviour_the_local_registrar_stays(engi
     untouched: dict[str, str] = {}
     assert _registrar(untouched, None, contextlib.ExitStack()).startswith("local")
     assert untouched == {}
+
+
+def test_jlg_dev_offers_every_behaviour_of_the_stand_in() -> None:
+    """The CLI names the behaviours without importing the development stack (the image has
+    none); this keeps the two lists one."""
+    assert tuple(BEHAVIOURS) == cli.ONLINE_SESSION_BEHAVIOURS
 
 
 def test_dev_env_carries_the_registrar_token(tmp_path: Path) -> None:

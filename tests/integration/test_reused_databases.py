@@ -6,9 +6,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from devstack.postgres import libpq_url
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.postgres import libpq_url
 from testkit.factories import add_registrations, create_session, force_state
 from testkit.postgres import ReusedDatabases, scratch_database
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+from devstack.ports import free_port
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
@@ -22,7 +23,6 @@ from jlg_pipeline.cli import main
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget, schedule_request
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
-from jlg_pipeline.local.ports import free_port
 from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import (
     ScheduleSync,

@@ -19,13 +19,13 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
+from devstack.online_session import Answer, online_session_service
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.config import Environment, Settings
 from jlg_pipeline.domain.errors import NonRetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import Answer, online_session_service
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.services.generation import generate_for_session

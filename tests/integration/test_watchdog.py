@@ -18,6 +18,7 @@ from dagster import (
 )
 from sqlalchemy import Engine, select, text, update
 
+from devstack.online_session import online_session_service
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -30,7 +31,6 @@ from jlg_pipeline.domain.messages import parse_message
 from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
 from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Health, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.online_session import online_session_service
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.schedule_sync import (
     build_schedule_sync_sensor,

@@ -12,10 +12,10 @@ from botocore.stub import Stubber
 from sqlalchemy import Engine, func, select
 from starlette.testclient import TestClient
 
+from devstack.ports import free_port
 from jlg_pipeline.adapters.aws_scheduler import scheduler_client
 from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from jlg_pipeline.local.ports import free_port
 from testkit.factories import create_session, force_state, online_snapshot, session_row
 from tests.support.logs import fields_of
 from tests.support.web import (

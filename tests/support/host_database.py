@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, text
 
+from devstack.postgres import admin_execute, create_database, drop_database
 from jlg_pipeline.adapters.database import create_engine
-from jlg_pipeline.local.postgres import admin_execute, create_database, drop_database
 from testkit.postgres import new_database_name
 
 HOST_TABLES_DDL = """

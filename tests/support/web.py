@@ -6,10 +6,10 @@ from typing import Any
 import jwt
 from starlette.testclient import TestClient
 
+from devstack.tokens import mint_token
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
-from jlg_pipeline.tokens import mint_token
 from web.app import create_app
 
 SECRET = "jlg-test-secret-that-is-long-enough-for-hs256"

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from devstack import stack
 from jlg_pipeline import cli
 from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.config import (
@@ -20,7 +21,6 @@ from jlg_pipeline.config import (
     timing_windows,
 )
 from jlg_pipeline.domain.errors import ConfigError
-from jlg_pipeline.local import stack
 from tests.support import ROOT
 from web.app import create_app
 from web.server import client_key
@@ -254,6 +254,7 @@ def test_jlg_token_uses_the_dev_stack_secret_when_none_is_exported(
     secret = "Kq3v-8Zt_wP1mXa9" * 3
     (tmp_path / ".data").mkdir()
     (tmp_path / ".data" / "dev-jwt-secret").write_text(secret)
+    (tmp_path / "devstack").symlink_to(ROOT / "devstack")
     monkeypatch.delenv("JLG_JWT_SECRET", raising=False)
     monkeypatch.delenv("JLG_JWT_PUBLIC_KEY", raising=False)
     monkeypatch.setattr(cli, "REPOSITORY_ROOT", tmp_path)

@@ -7,8 +7,8 @@ from typing import Any
 
 import boto3
 
+from devstack.ports import LOOPBACK
 from jlg_pipeline.domain.eventbridge_schedule import DEFAULT_GROUP
-from jlg_pipeline.local.ports import LOOPBACK
 
 QUEUE_NAME = "jlg-join-link-generation"
 EXECUTION_ROLE_ARN = "arn:aws:iam::123456789012:role/jlg-local-scheduler-execution"

@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from devstack import aws as local_aws
+from devstack import postgres as local_postgres
+from devstack.eventbridge import EventBridgeStandIn
+from devstack.online_session import BEHAVIOURS, online_session_service
+from devstack.ports import free_port, require_free, wait_until_answers
+from devstack.seed import seed_demo
+from devstack.tokens import mint_token
 from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import ConfigError
-from jlg_pipeline.local import aws as local_aws
-from jlg_pipeline.local import postgres as local_postgres
-from jlg_pipeline.local.eventbridge import EventBridgeStandIn
-from jlg_pipeline.local.online_session import BEHAVIOURS, online_session_service
-from jlg_pipeline.local.ports import free_port, require_free, wait_until_answers
-from jlg_pipeline.local.seed import seed_demo
 from jlg_pipeline.log import configure_logging
 from jlg_pipeline.migrate import migrate
-from jlg_pipeline.tokens import mint_token
 
 logger = logging.getLogger(__name__)
 
