@@ -11,12 +11,8 @@ from starlette.responses import Response
 
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from web import routes
-from web.schemas import (
-    DEFAULT_LIST_LIMIT,
-    MAX_LIST_LIMIT,
-    ProgrammeActionDto,
-    SetLinkGenerationDto,
-)
+from web.parsing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+from web.schemas import ProgrammeActionDto, SetLinkGenerationDto
 
 ADMIN_ERRORS = (400, 401, 403, 500, 503)
 

@@ -8,8 +8,16 @@ from starlette.responses import JSONResponse, Response
 from web.auth import actor_id, admin_only
 from web.envelope import success
 from web.limits import read_body
-from web.schemas import (
+from web.parsing import (
     MAX_BODY_BYTES,
+    parse_listing_query,
+    parse_operation_id,
+    parse_program_id,
+    parse_programme_body,
+    parse_session_id,
+    parse_set_body,
+)
+from web.schemas import (
     AttemptResponse,
     ChangeResponse,
     LinkGenerationResponse,
@@ -18,12 +26,6 @@ from web.schemas import (
     SessionListItem,
     SessionPage,
     body,
-    parse_listing_query,
-    parse_operation_id,
-    parse_program_id,
-    parse_programme_body,
-    parse_session_id,
-    parse_set_body,
 )
 
 

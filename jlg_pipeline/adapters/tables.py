@@ -9,9 +9,6 @@ The ``jlg_*`` tables name a session by its id and nothing more: no foreign key, 
 anything else of ours sits on the host's tables (docs/design.md "A guest", migration 0010).
 """
 
-from datetime import datetime
-from typing import Any
-
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -28,44 +25,17 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    case,
     func,
-    literal,
     text,
-    type_coerce,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
-from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import TypeDecorator
 
-from jlg_pipeline.domain.constants import READABLE_FROM, READABLE_UNTIL
+from jlg_pipeline.adapters.readable_time import ReadableTime
 from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 metadata = MetaData()
 
-
-class ReadableTime(TypeDecorator[datetime]):
-    """A ``timestamptz`` every read can load: PostgreSQL stores times to year 294276 (and
-    ``infinity``), Python's datetime stops at 9999, and one such row (the host's own write, an
-    older release's shift) made every read of it raise, a listing and a sensor's tick with it.
-    Each SELECT of such a column reads it within [READABLE_FROM, READABLE_UNTIL], in SQL; the
-    domain shows a bound as out of range (``domain.constants``)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def column_expression(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
-        # Not least/greatest: they skip a NULL. Typed as a plain timestamptz so an outer
-        # SELECT does not wrap it again.
-        return type_coerce(
-            case((column < _FROM, _FROM), (column > _UNTIL, _UNTIL), else_=column),
-            DateTime(timezone=True),
-        )
-
-
-_FROM = literal(READABLE_FROM, DateTime(timezone=True))
-_UNTIL = literal(READABLE_UNTIL, DateTime(timezone=True))
 
 STATUS_VALUES = ", ".join(f"'{s.value}'" for s in LinkGenerationStatus)
 

@@ -45,7 +45,7 @@ READABLE_FROM = datetime(1, 1, 2, tzinfo=UTC)
 READABLE_UNTIL = datetime(9999, 12, 31, tzinfo=UTC)
 """What a Python read can load, with a day's room for arithmetic: a stored time outside it (the
 host's own write, an older release's shift) is read as these bounds and shown as out of range
-(``adapters/tables.py`` ``ReadableTime``)."""
+(``adapters/readable_time.py`` ``ReadableTime``)."""
 WATCHDOG_GRACE_MS = 75 * 1000
 ON_TIME_MS = 2 * 60 * 1000
 """A waiting session is on time while it has been due for at most this long, recovery after

@@ -19,7 +19,7 @@ from jlg_pipeline.domain.programme_actions import (
     SessionFilter,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
-from web.schemas import parse_listing_query, parse_programme_body
+from web.parsing import parse_listing_query, parse_programme_body
 
 S = LinkGenerationStatus
 JSON = st.recursive(
