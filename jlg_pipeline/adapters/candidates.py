@@ -56,24 +56,6 @@ def held_by_status() -> CompoundSelect[Any]:
     return union_all(fresh, failed)
 
 
-def waiting_for_the_service(stale_ms: int) -> CompoundSelect[Any]:
-    """The due sessions no live attempt holds (SCHEDULED past their time, IN_PROGRESS gone
-    stale, FAILED retryably with their wait over), counted through the tier indexes: what the
-    online-session service has yet to be asked for."""
-    live = ps.c.deleted_at.is_(None)
-    status = ps.c.link_generation_status
-    fresh = select(func.count()).where(
-        live, unattended(stale_ms), ps.c.link_generation_at <= func.now()
-    )
-    retrying = select(func.count()).where(
-        live,
-        status == S.FAILED.value,
-        ps.c.link_generation_retry_at.is_not(None),
-        ps.c.link_generation_retry_at <= func.now(),
-    )
-    return union_all(fresh, retrying)
-
-
 class CandidateQueries(SessionStatements):
     def _fallback_candidates(self) -> ColumnElement[bool]:
         return and_(overdue(ms(self.windows.grace_ms)), self._claimable())

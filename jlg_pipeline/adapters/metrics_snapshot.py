@@ -10,11 +10,12 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, Interval, func, literal, select, text
 
-from jlg_pipeline.adapters.candidates import held_by_status, overdue, waiting_for_the_service
+from jlg_pipeline.adapters.candidates import held_by_status, overdue
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import NO_BUDGET, Look, ServiceView
+from jlg_pipeline.adapters.session_statements import waiting
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
@@ -47,7 +48,8 @@ class MetricsSnapshot:
     service: Look | None = None
     """The online-session service's shared view: its budget, pause and breaker."""
     service_backlog: int = 0
-    """Due sessions no live attempt holds: what the service has yet to be asked for."""
+    """Sessions waiting for a worker (``session_statements.waiting``, the one queue's
+    predicate): what the service has yet to be asked for."""
 
     @property
     def service_backlog_seconds(self) -> float | None:
@@ -80,7 +82,9 @@ def read_metrics_snapshot(
             )
         ).scalar_one()
         stale_ms = (windows or TimingWindows()).stale_ms
-        backlog = sum(conn.execute(waiting_for_the_service(stale_ms)).scalars())
+        # The queue's own predicate: what waits for a worker is what the service has yet to
+        # be asked for.
+        backlog = conn.execute(select(func.count()).where(waiting(stale_ms))).scalar_one()
         # The open ones, read from the partial index of open attempts.
         open_by_trigger = conn.execute(
             select(attempts.c.trigger, func.count())

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, text
 
+from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
@@ -116,8 +117,10 @@ def test_only_sessions_that_wait_and_are_due_are_claimed(
             {"b": backing_off, "r": retry_due},
         )
     SessionQueue(engine).refresh()
+    backlog = read_metrics_snapshot(engine, windows=repository.windows).service_backlog
 
     assert sorted(_drain(repository)) == sorted([scheduled, retry_due, stale])
+    assert backlog == 3, "the backlog gauge counts what the queue gives, by the same predicate"
 
 
 def test_a_session_armed_by_the_host_alone_is_found_once_the_turns_are_refreshed(
