@@ -1,4 +1,5 @@
-"""The ``jlg`` command: migrations, the local stack, tokens and schedule resync."""
+"""The ``jlg`` command: migrations, the shared view of the online-session service, schedule
+resync and the version; from a checkout also the development stack and tokens."""
 
 import argparse
 import importlib
@@ -6,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 from types import ModuleType
 
 from sqlalchemy.exc import OperationalError
@@ -34,6 +36,7 @@ def _devstack(module: str) -> ModuleType:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jlg", description="Scheduled join-link generation.")
+    parser.add_argument("--version", action="version", version=f"jlg {version('jlg-pipeline')}")
     parser.add_argument(
         "--database-url", help="SQLAlchemy URL; default JLG_DATABASE_URL", default=None
     )

@@ -1,14 +1,16 @@
 """The one place configuration is read: :class:`Settings` from the environment (documented in
-``.env.example``) through pydantic-settings, checked once when an entry point starts, and
-:class:`Flags`, the switches read on every tick."""
+``.env.example``) through pydantic-settings, read and checked once when an entry point starts
+and handed on from there (to Dagster through the resources, to the web app through
+``create_app``). A process's environment cannot change while it runs: the two switches, like
+everything else, take effect at a restart; the Dagster UI's sensor and schedule toggles switch
+a path off at once."""
 
-import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 from enum import StrEnum
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from jlg_pipeline.domain.constants import (
@@ -66,28 +68,6 @@ def parse_flag(name: str, raw: str | None, default: bool = False) -> bool:
 
 SCHEDULER_FLAG = "ENABLE_JOIN_LINK_SCHEDULER"
 FALLBACK_CRON_FLAG = "ENABLE_JOIN_LINK_FALLBACK_CRON"
-
-
-class Flags(BaseModel):
-    """The switches the code location reads on every tick, so turning a path off needs no
-    deploy (the web app reads the scheduler flag once, at start, through Settings).
-    :meth:`read` is the one place they are read."""
-
-    model_config = ConfigDict(frozen=True)
-
-    scheduler_enabled: bool = False
-    """ENABLE_JOIN_LINK_SCHEDULER: the real-time path, schedule sync and the watchdog."""
-    fallback_cron_enabled: bool = False
-    """ENABLE_JOIN_LINK_FALLBACK_CRON: the 4-hourly sweep."""
-
-    @classmethod
-    def read(cls, environ: Mapping[str, str] | None = None) -> "Flags":
-        """The flags as ``environ`` (the process environment by default) says now."""
-        env = os.environ if environ is None else environ
-        return cls(
-            scheduler_enabled=parse_flag(SCHEDULER_FLAG, env.get(SCHEDULER_FLAG)),
-            fallback_cron_enabled=parse_flag(FALLBACK_CRON_FLAG, env.get(FALLBACK_CRON_FLAG)),
-        )
 
 
 DEFAULT_SQS_SENSOR_INTERVAL_S = 5
@@ -203,7 +183,9 @@ class Settings(BaseSettings):
     )
     """Sessions a run generates at once: the bulkRegister calls one run opens at once."""
     scheduler_enabled: bool = Field(False, validation_alias=SCHEDULER_FLAG)
-    """Read once, when the settings are (the web app's start); sensors read :class:`Flags`."""
+    """ENABLE_JOIN_LINK_SCHEDULER: the real-time path, schedule sync and the watchdog."""
+    fallback_cron_enabled: bool = Field(False, validation_alias=FALLBACK_CRON_FLAG)
+    """ENABLE_JOIN_LINK_FALLBACK_CRON: the 4-hourly sweep."""
     sqs_queue_url: str | None = Field(None, validation_alias="JLG_SQS_QUEUE_URL")
     sqs_sensor_interval_s: int = Field(
         DEFAULT_SQS_SENSOR_INTERVAL_S, validation_alias="JLG_SQS_SENSOR_INTERVAL_S", gt=0
@@ -254,8 +236,9 @@ class Settings(BaseSettings):
             if isinstance(raw.get(kind), str):
                 raw[kind] = raw[kind].strip().lower()
         _production_means_production(raw)
-        if SCHEDULER_FLAG in raw:
-            raw[SCHEDULER_FLAG] = Flags.read(raw).scheduler_enabled
+        for flag in (SCHEDULER_FLAG, FALLBACK_CRON_FLAG):
+            if isinstance(raw.get(flag), str):
+                raw[flag] = parse_flag(flag, raw[flag])
         if "scheduler_target" not in raw:
             raw["scheduler_target"] = ScheduleTarget.of(
                 raw.get("AWS_SCHEDULER_TARGET_QUEUE_ARN"),

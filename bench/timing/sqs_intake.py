@@ -93,6 +93,7 @@ def measure(messages: int, stand_in: str) -> dict[str, float]:
             "JLG_REGISTRAR": "local",
             "JLG_DATABASE_URL": app_url,
             "JLG_ENVIRONMENT": "local",
+            "ENABLE_JOIN_LINK_SCHEDULER": "true",
         }
         defs = build_definitions(environ)
         sensor = defs.resolve_sensor_def("join_link_sqs_sensor")

@@ -22,7 +22,6 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
-from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.constants import (
     FALLBACK_BATCH_LIMIT,
     FALLBACK_CRON,
@@ -76,7 +75,7 @@ def sweep_overdue_sessions_op(
         config.batchLimit,
         concurrency=database.concurrency,
     )
-    return finish(context, report)
+    return finish(context, report, database.sweep_enabled)
 
 
 @job(
@@ -108,7 +107,7 @@ def backfill_partition_sessions(
         config.limit,
         concurrency=database.concurrency,
     )
-    return finish(context, report)
+    return finish(context, report, database.sweep_enabled)
 
 
 @job(
@@ -134,7 +133,9 @@ def join_link_backfill_job() -> None:
     default_status=DefaultScheduleStatus.RUNNING,
     description="Every 4 hours: re-attempt overdue sessions the real-time path missed.",
 )
-def join_link_fallback_schedule(context: ScheduleEvaluationContext) -> RunRequest | SkipReason:
-    if not Flags.read().fallback_cron_enabled:
+def join_link_fallback_schedule(
+    context: ScheduleEvaluationContext, database: ResourceParam[RunDatabase]
+) -> RunRequest | SkipReason:
+    if not database.sweep_enabled:
         return SkipReason("ENABLE_JOIN_LINK_FALLBACK_CRON is off: the fallback sweep is disabled")
     return RunRequest(tags={TRIGGER_TAG: Trigger.CRON.value})

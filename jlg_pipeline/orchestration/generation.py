@@ -114,7 +114,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         # The queue may have given it its own session again (a pause waited out): that is
         # how it ended.
         last = drain.ended_for(session_id) or own
-        return _own_story(context, session_id, last, queue_metadata(taken))
+        return _own_story(context, database, session_id, last, queue_metadata(taken))
 
     @job(
         name=GENERATION_JOB,
@@ -132,6 +132,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
 
 def _own_story(
     context: OpExecutionContext,
+    database: RunDatabase,
     session_id: int,
     last: GenerationOutcome | GenerationFailed | InvalidInput,
     taken: dict[str, Any],
@@ -146,7 +147,7 @@ def _own_story(
         raise Failure(f"invalid run config: {last}", allow_retries=False) from None
     tag_outcome(context, FAILED_OUTCOME, session_id, last.cycle)
     now = datetime.now(UTC)
-    step = next_step(last, now, next_sweep_at(now))
+    step = next_step(last, now, next_sweep_at(now, database.sweep_enabled))
     context.instance.add_run_tags(context.run_id, {NEXT_TAG: step.tag})
     # The message is the whole story (from None: our own traceback tells an operator nothing,
     # and the error's text is already in it).
@@ -209,7 +210,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
             else GenerationResult.SKIPPED.value
         )
         context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: outcome})
-        return finish(context, final)
+        return finish(context, final, database.sweep_enabled)
 
     @job(
         name=SHARED_GENERATION_JOB,

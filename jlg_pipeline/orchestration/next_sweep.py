@@ -4,13 +4,12 @@ flag is on."""
 
 from datetime import datetime
 
-from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.constants import next_fallback_sweep
 
 
-def next_sweep_at(now: datetime) -> datetime | None:
+def next_sweep_at(now: datetime, sweep_enabled: bool) -> datetime | None:
     """The sweep's next start (UTC) after ``now``; None while ENABLE_JOIN_LINK_FALLBACK_CRON
-    is off (read now, as the schedule reads it on each tick)."""
-    if not Flags.read().fallback_cron_enabled:
+    is off (``sweep_enabled``, as the code location read it)."""
+    if not sweep_enabled:
         return None
     return next_fallback_sweep(now)

@@ -20,7 +20,7 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import NO_BUDGET, ServiceView
 from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S, SqsQueue
-from jlg_pipeline.config import Flags, Settings
+from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindows
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.schedule_sync import SyncReport
@@ -42,6 +42,10 @@ class RunDatabase:
     budget: Budget = NO_BUDGET
     """The online-session service's rate budget (JLG_ONLINE_SESSION_RATE, _BURST)."""
     call_bound_s: float = ONLINE_SESSION_TIMEOUT_S
+    scheduler_enabled: bool = False
+    """ENABLE_JOIN_LINK_SCHEDULER, as Settings read it when the code location loaded."""
+    sweep_enabled: bool = False
+    """ENABLE_JOIN_LINK_FALLBACK_CRON, likewise."""
 
     def repository(self) -> ProgramSessionRepository:
         return bootstrap.build_repository(self.engine, self.windows)
@@ -72,6 +76,8 @@ def database_resource(settings: Settings) -> ResourceDefinition:
                 settings.generation_concurrency,
                 settings.online_session_budget(),
                 settings.online_session_timeout_s,
+                settings.scheduler_enabled,
+                settings.fallback_cron_enabled,
             )
         finally:
             engine.dispose()
@@ -114,7 +120,7 @@ class ScheduleSyncer:
             self._engine,
             bootstrap.build_scheduler(settings.aws_region, settings.aws_endpoint_url),
             settings.scheduler_target,
-            enabled=Flags.read().scheduler_enabled,
+            enabled=settings.scheduler_enabled,
         )
         return schedule_sync.sync(limit)
 

@@ -104,7 +104,7 @@ COUNT_TAGS = ("found", "completed", "skipped", "failed", "left_behind")
 Runs list tells its story without opening it."""
 
 
-def finish(context: OpExecutionContext, report: SweepReport) -> Output[None]:
+def finish(context: OpExecutionContext, report: SweepReport, sweep_enabled: bool) -> Output[None]:
     metadata = _report_metadata(report)
     context.instance.add_run_tags(
         context.run_id, {f"jlg/{name}": str(metadata[name]) for name in COUNT_TAGS}
@@ -114,7 +114,7 @@ def finish(context: OpExecutionContext, report: SweepReport) -> Output[None]:
         # and when the first of them is tried again (its jlg/next tag too).
         failed = [r for r in report.sessions if r.outcome == GenerationResult.FAILED]
         now = datetime.now(UTC)
-        headline = run_headline(failed, now, next_sweep_at(now))
+        headline = run_headline(failed, now, next_sweep_at(now, sweep_enabled))
         context.instance.add_run_tags(context.run_id, {NEXT_TAG: headline.tag})
         raise Failure(headline.text, metadata=metadata, allow_retries=False)
     return Output(None, metadata=metadata)

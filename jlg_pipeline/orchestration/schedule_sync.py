@@ -31,7 +31,6 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
@@ -126,15 +125,17 @@ def build_schedule_sync_sensor(
     def join_link_schedule_sync_sensor(
         context: SensorEvaluationContext, database: ResourceParam[RunDatabase]
     ) -> SensorResult | SkipReason:
-        return _tick(context.instance, ScheduleOutbox(database.engine), sharing)
+        return _tick(
+            context.instance, ScheduleOutbox(database.engine), sharing, database.scheduler_enabled
+        )
 
     return join_link_schedule_sync_sensor
 
 
 def _tick(
-    instance: DagsterInstance, outbox: ScheduleOutbox, sharing: RunSharing
+    instance: DagsterInstance, outbox: ScheduleOutbox, sharing: RunSharing, enabled: bool
 ) -> SensorResult | SkipReason:
-    if not Flags.read().scheduler_enabled:
+    if not enabled:
         if outbox.any_rows() and not _sync_in_flight(instance):
             return SensorResult(run_requests=[_sync_request()])
         return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: nothing to sync")

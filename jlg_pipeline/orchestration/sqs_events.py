@@ -26,7 +26,6 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
-from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
@@ -113,7 +112,7 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
         sqs_queue: ResourceParam[QueueIntake],
         database: ResourceParam[RunDatabase],
     ) -> SensorResult | SkipReason:
-        if not Flags.read().scheduler_enabled:
+        if not database.scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the real-time path is disabled")
         queue = sqs_queue.queue()
         runs_exist = runs_exist_in(context.instance)

@@ -34,7 +34,6 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.service_view import PROBE_MARGIN_S
-from jlg_pipeline.config import Flags
 from jlg_pipeline.domain.errors import DatabaseUnavailable
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import Trigger
@@ -69,7 +68,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
     def join_link_watchdog_sensor(
         context: SensorEvaluationContext, database: ResourceParam[RunDatabase]
     ) -> SensorResult | SkipReason:
-        if not Flags.read().scheduler_enabled:
+        if not database.scheduler_enabled:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")
         look = database.view().look()
         held_until = look.held_until(patience_s=MAX_SLOT_WAIT_S)

@@ -1,6 +1,6 @@
 """What happens next to a session whose generation failed, said once for every place that
 tells a person: the run's failure message (its first line), its ``jlg/next`` tag, the logs.
-Retryable failures come back by themselves (the watchdog after the wait, or this run when it
+Retryable failures come back by themselves (the queue after the wait, or this run when it
 only has a result to record); a non-retryable one waits for the sweep, if it is on, and for a
 person to fix the cause."""
 
@@ -16,8 +16,9 @@ from jlg_pipeline.domain.models import SessionResult
 class By(StrEnum):
     """Who tries a failed session again."""
 
-    WATCHDOG = "watchdog"
-    """At its wait's end: a retryable failure of its own, or one the service held."""
+    QUEUE = "queue"
+    """At its wait's end it waits in the queue again, and a worker takes it (the watchdog
+    launches one if none is alive): a retryable failure of its own, or one the service held."""
     THIS_RUN = "this run"
     """Now, in the run that holds its claim: its result is left to record."""
     SWEEP = "sweep"
@@ -30,7 +31,7 @@ def who_tries_again(retryable: bool, retry_in_s: float | None, *, sweep_on: bool
     """The one rule: every place that retries or tells of a failure asks it (the op's retry,
     a run of several's in-run retry, the run's first line and ``jlg/next`` tag)."""
     if retry_in_s is not None:
-        return By.WATCHDOG
+        return By.QUEUE
     if retryable:
         return By.THIS_RUN
     return By.SWEEP if sweep_on else By.PERSON
@@ -60,14 +61,14 @@ def _step(
     retryable: bool, retry_in_s: float | None, now: datetime, sweep_at: datetime | None
 ) -> NextStep:
     by = who_tries_again(retryable, retry_in_s, sweep_on=sweep_at is not None)
-    if by is By.WATCHDOG:
+    if by is By.QUEUE:
         assert retry_in_s is not None
         at = now + timedelta(seconds=retry_in_s)
         return NextStep(
             True,
             by,
             at,
-            f"retryable: the watchdog tries it again in {retry_in_s:g} s "
+            f"retryable: a worker takes it from the queue again in {retry_in_s:g} s "
             f"(at {at:%H:%M:%S} UTC); nothing to do unless it keeps failing",
         )
     if by is By.THIS_RUN:
@@ -91,7 +92,7 @@ def _step(
 
 
 MANY: dict[By, str] = {
-    By.WATCHDOG: "retryable {ids}: the watchdog tries them again after their wait",
+    By.QUEUE: "retryable {ids}: a worker takes them from the queue again after their wait",
     By.SWEEP: "not retryable {ids}: the sweep at {sweep:%H:%M} UTC tries them again; "
     "fix the cause first",
     By.PERSON: "not retryable {ids}: nothing tries them again (the sweep is off); "
@@ -101,10 +102,10 @@ MANY: dict[By, str] = {
 
 def after_run(retryable: bool, retry_in_s: float | None, *, sweep_on: bool) -> By:
     """Who tries a failed session again once its run has ended: the one rule, except that a
-    session the run would have retried itself is left claimed, and the watchdog takes it back
+    session the run would have retried itself is left claimed, and it waits in the queue again
     when that claim goes stale."""
     by = who_tries_again(retryable, retry_in_s, sweep_on=sweep_on)
-    return By.WATCHDOG if by is By.THIS_RUN else by
+    return By.QUEUE if by is By.THIS_RUN else by
 
 
 def _ended(step: NextStep) -> NextStep:
@@ -112,7 +113,7 @@ def _ended(step: NextStep) -> NextStep:
     if step.by is not By.THIS_RUN:
         return step
     return NextStep(
-        True, By.WATCHDOG, None, "retryable: the watchdog takes it back when its claim goes stale"
+        True, By.QUEUE, None, "retryable: it waits in the queue again when its claim goes stale"
     )
 
 
@@ -153,11 +154,12 @@ def run_headline(
     if first.by is By.PERSON:
         when = "nothing tries it again"
     elif first.at is None:
-        when = "the watchdog takes the first back when this run's claim goes stale"
+        when = "the first waits in the queue again when this run's claim goes stale"
     else:
         assert first.at is not None
-        clock = f"{first.at:%H:%M:%S}" if first.by is By.WATCHDOG else f"{first.at:%H:%M}"
-        when = f"the first is tried again by the {first.by} at {clock} UTC"
+        clock = f"{first.at:%H:%M:%S}" if first.by is By.QUEUE else f"{first.at:%H:%M}"
+        by = "from the queue" if first.by is By.QUEUE else f"by the {first.by}"
+        when = f"the first is tried again {by} at {clock} UTC"
     return Headline(
         f"{len(ids)} session(s) failed ({named}); {when}: {next_for_many(failed, sweep_at)}",
         first.tag,

@@ -36,11 +36,6 @@ from tests.support.web import (
 S = LinkGenerationStatus
 
 
-@pytest.fixture(autouse=True)
-def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
-
-
 class SilentEndpoint:
     """A TCP endpoint that accepts every connection and never answers: a hung AWS."""
 

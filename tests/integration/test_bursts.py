@@ -11,7 +11,6 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from dagster import DagsterInstance, RunRequest, SensorResult, SkipReason, build_sensor_context
 from sqlalchemy import Engine, text
 
@@ -34,17 +33,13 @@ from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
-from tests.support.resources import database, placeholder_job, sqs_queue
+from tests.support.resources import database_scheduler_on as database
+from tests.support.resources import placeholder_job, sqs_queue
 from tests.support.web import ROLE_ARN, Aws
 
 S = LinkGenerationStatus
 SHARED = build_shared_generation_job(retry_delay_seconds=0.01)
 SHARED_OP = "generate_join_links_shared"
-
-
-@pytest.fixture(autouse=True)
-def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
 
 
 class Daemon:

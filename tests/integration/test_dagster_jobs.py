@@ -39,10 +39,11 @@ def _run(
     tags: dict[str, str] | None = None,
     partition_key: str | None = None,
     instance: DagsterInstance | None = None,
+    environ: dict[str, str] | None = None,
 ) -> Any:
     return job.execute_in_process(
         run_config=run_config,
-        resources={"database": database(db_url), "registrar": fake},
+        resources={"database": database(db_url, **(environ or {})), "registrar": fake},
         instance=instance or DagsterInstance.ephemeral(),
         tags=tags,
         partition_key=partition_key,
@@ -152,7 +153,7 @@ def test_a_retryable_failure_ends_the_run_and_leaves_the_session_for_the_watchdo
     engine: Engine, db_url: str
 ) -> None:
     """No run waits on a failing service (its slot is free at once): the session is FAILED
-    with the time the watchdog tries it again, and the run's failure says so."""
+    with the time a worker takes it again, and the run's failure says so."""
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     fake = RecordingRegistrar(error=RegistrarUnavailable("upstream 503"))
@@ -169,7 +170,7 @@ def test_a_retryable_failure_ends_the_run_and_leaves_the_session_for_the_watchdo
     assert 5 < retry_in <= 10, "the first backoff"
     failure = result.failure_data_for_node("generate_join_links")
     assert failure is not None
-    assert "the watchdog tries it again in 10 s" in failure.error.message.splitlines()[0]
+    assert "a worker takes it from the queue again in 10 s" in failure.error.message.splitlines()[0]
     queue = SessionQueue(engine)
     assert not queue.attendance(60).unattended, "not before its wait"
     end_retry_wait(engine, sid)
@@ -214,17 +215,23 @@ def test_a_failure_past_the_cycles_budget_is_left_to_the_sweep(engine: Engine, d
 
 @pytest.mark.parametrize("sweep_on", [True, False])
 def test_non_retryable_failure_fails_at_once_and_says_what_happens_next(
-    engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch, sweep_on: bool
+    engine: Engine, db_url: str, sweep_on: bool
 ) -> None:
     """The failure's first line says it is not retryable, who tries it again (the sweep at
     its next time, or nobody when it is off) and what a person can do; the run's ``jlg/next``
     tag says the same for the Runs list; no traceback of ours is chained to it."""
-    monkeypatch.setenv("ENABLE_JOIN_LINK_FALLBACK_CRON", "true" if sweep_on else "false")
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED)
     fake = RecordingRegistrar(error=RegistrarRejected("400 unknown role"))
     instance = DagsterInstance.ephemeral()
-    result = _run(FAST_RETRIES, db_url, fake, run_config=_generate_config(sid), instance=instance)
+    result = _run(
+        FAST_RETRIES,
+        db_url,
+        fake,
+        run_config=_generate_config(sid),
+        instance=instance,
+        environ={"ENABLE_JOIN_LINK_FALLBACK_CRON": "true" if sweep_on else "false"},
+    )
     assert not result.success
     assert len(fake.calls) == 1
     assert session_row(engine, sid)["link_generation_status"] == S.FAILED.value
@@ -328,7 +335,10 @@ def test_sweep_goes_past_a_failing_session_then_fails_the_run(engine: Engine, db
     failure = result.failure_data_for_node("sweep_overdue_sessions")
     assert failure is not None
     first_line = failure.error.message.splitlines()[0]
-    assert f"retryable [{ids[1]}]: the watchdog tries them again after their wait" in first_line
+    assert (
+        f"retryable [{ids[1]}]: a worker takes them from the queue again after their wait"
+        in first_line
+    )
     assert f"| {ids[1]} | failed |" in failure.user_failure_data.metadata["sessions"].value
 
 

@@ -24,7 +24,8 @@ from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
-from tests.support.resources import database, placeholder_job, sqs_queue
+from tests.support.resources import database_scheduler_on as database
+from tests.support.resources import placeholder_job, sqs_queue
 from tests.support.web import Aws
 
 S = LinkGenerationStatus
@@ -47,12 +48,14 @@ def _message(data: Any, **overrides: Any) -> str:
 class Ticks:
     """Evaluates the sensor as the daemon does: one instance, the cursor carried over."""
 
-    def __init__(self, aws: Aws, db_url: str, visibility_timeout_seconds: int = 120) -> None:
+    def __init__(
+        self, aws: Aws, db_url: str, visibility_timeout_seconds: int = 120, scheduler: str = "true"
+    ) -> None:
         self.instance = DagsterInstance.ephemeral()
         self.cursor: str | None = None
         self.resources = {
             "sqs_queue": sqs_queue(aws.queue_url, visibility_timeout_seconds),
-            "database": database(db_url),
+            "database": database(db_url, ENABLE_JOIN_LINK_SCHEDULER=scheduler),
         }
 
     def tick(self, *, lost: bool = False) -> SensorResult | SkipReason:
@@ -87,11 +90,6 @@ def _skipped(result: SensorResult | SkipReason) -> str:
     assert isinstance(reason, SkipReason), result
     assert not isinstance(result, SensorResult) or not result.run_requests
     return reason.skip_message or ""
-
-
-@pytest.fixture(autouse=True)
-def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
 
 
 def test_valid_messages_become_run_requests(aws: Aws, db_url: str) -> None:
@@ -178,12 +176,9 @@ def test_a_poison_message_does_not_block_the_good_ones(aws: Aws, db_url: str) ->
     assert aws.queue_depth() == 1, "the poison one is gone; the good one waits for its run"
 
 
-def test_flag_off_skips_without_touching_the_queue(
-    aws: Aws, db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "false")
+def test_flag_off_skips_without_touching_the_queue(aws: Aws, db_url: str) -> None:
     aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=_message({"programSessionId": 5}))
-    result = _tick(aws, db_url)
+    result = Ticks(aws, db_url, scheduler="false").tick()
     assert isinstance(result, SkipReason)
     assert "ENABLE_JOIN_LINK_SCHEDULER" in (result.skip_message or "")
     assert aws.queue_depth() == 1

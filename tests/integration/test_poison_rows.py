@@ -28,16 +28,11 @@ from testkit.factories import create_session, force_state, session_row
 from tests.integration.test_watchdog import _requests, _sync_for
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
 from tests.support.logs import fields_of
-from tests.support.resources import database
+from tests.support.resources import database_scheduler_on as database
 
 S = LinkGenerationStatus
 SYNC_SENSOR = build_schedule_sync_sensor([build_generation_job()])
 SHARED = build_shared_generation_job(retry_delay_seconds=0.01)
-
-
-@pytest.fixture(autouse=True)
-def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
 
 
 def _tick(sensor: Any, db_url: str) -> Any:

@@ -6,7 +6,6 @@ launched once), and the job's metadata."""
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from dagster import (
     DagsterInstance,
     DagsterRunStatus,
@@ -32,17 +31,13 @@ from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 from testkit.factories import create_session, session_row
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
-from tests.support.resources import database, placeholder_job
+from tests.support.resources import database_scheduler_on as database
+from tests.support.resources import placeholder_job
 from tests.support.web import ROLE_ARN, Aws
 
 S = LinkGenerationStatus
 GENERATION = build_generation_job()
 SENSOR = build_schedule_sync_sensor([GENERATION])
-
-
-@pytest.fixture(autouse=True)
-def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
 
 
 def _tick(instance: DagsterInstance, db_url: str) -> SensorResult | SkipReason:

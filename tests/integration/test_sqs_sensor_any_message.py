@@ -19,7 +19,8 @@ from jlg_pipeline.orchestration.run_requests import covering
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from tests.support import ROOT
-from tests.support.resources import database, placeholder_job, sqs_queue
+from tests.support.resources import database_scheduler_on as database
+from tests.support.resources import placeholder_job, sqs_queue
 from tests.support.web import Aws
 
 # The reference: what a valid message is, written from the contract (docs/design.md "SQS
@@ -96,7 +97,6 @@ body = st.one_of(
 def instance(dagster_storage_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_POSTGRES_URL", dagster_storage_url)
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
     with DagsterInstance.from_config(str(tmp_path)) as dagster_instance:
         yield dagster_instance
 

@@ -49,7 +49,7 @@ from testkit.factories import (
 )
 from tests.integration.test_schedule_sync import _schedule, _sync
 from tests.support.fakes import FakeScheduler, RecordingRegistrar
-from tests.support.resources import database
+from tests.support.resources import database_scheduler_on as database
 from tests.support.web import (
     ROLE_ARN,
     Aws,
@@ -62,19 +62,21 @@ SYNC_SENSOR = build_schedule_sync_sensor([GENERATION])
 WATCHDOG = build_watchdog_sensor(SHARED)
 
 
-@pytest.fixture(autouse=True)
-def scheduler_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "true")
-
-
 def _sensor_tick(
     sensor: Any,
     instance: DagsterInstance,
     db_url: str,
     cursor: str | None = None,
     grace_ms: int = 1000,
+    scheduler: str = "true",
 ) -> Any:
-    resources = {"database": database(db_url, JLG_TEST_WATCHDOG_GRACE_MS=str(grace_ms))}
+    resources = {
+        "database": database(
+            db_url,
+            JLG_TEST_WATCHDOG_GRACE_MS=str(grace_ms),
+            ENABLE_JOIN_LINK_SCHEDULER=scheduler,
+        )
+    }
     with build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
         return sensor(context)
 
@@ -286,13 +288,21 @@ def test_a_retry_due_or_a_stale_claim_is_unattended_at_once(
     assert _worker(_sensor_tick(WATCHDOG, instance, db_url, grace_ms=600_000)) is not None
 
 
-def test_the_watchdog_is_off_with_the_scheduler(
+def test_the_switch_is_the_one_the_code_location_loaded_with(
     engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Configure once: the switches come from Settings, read when the code location loads;
+    the environment seen at a tick changes nothing (before, every tick read it again)."""
     monkeypatch.setenv("ENABLE_JOIN_LINK_SCHEDULER", "false")
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
-    result = _sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)
+    assert _worker(_sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url)) is not None
+
+
+def test_the_watchdog_is_off_with_the_scheduler(engine: Engine, db_url: str) -> None:
+    sid = create_session(engine)
+    force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
+    result = _sensor_tick(WATCHDOG, DagsterInstance.ephemeral(), db_url, scheduler="false")
     assert isinstance(result, SkipReason)
 
 
@@ -334,11 +344,11 @@ def test_a_shared_run_leaves_a_retryable_failure_to_the_watchdog_and_finishes_th
     # Its story, as the Runs list tells it: which session, and when it is tried next.
     [failure] = [e for e in failed_run.all_events if e.event_type_value == "STEP_FAILURE"]
     first_line = failure.step_failure_data.error.message.splitlines()[0]
-    assert f"1 session(s) failed ({flaky}); the first is tried again by the watchdog at " in (
+    assert f"1 session(s) failed ({flaky}); the first is tried again from the queue at " in (
         first_line
     )
     tags = failed_run.dagster_run.tags
-    assert tags.get("jlg/next", "").startswith("watchdog at "), tags
+    assert tags.get("jlg/next", "").startswith("queue at "), tags
     assert session_row(engine, ok)["link_generation_status"] == "COMPLETED"
     assert session_row(engine, flaky)["link_generation_status"] == "FAILED"
     assert not _unattended(engine), "in its backoff"

@@ -18,6 +18,13 @@ def database(db_url: str, **environ: str) -> ResourceDefinition:
     return resources.database_resource(settings_for(db_url, **environ))
 
 
+def database_scheduler_on(db_url: str, **environ: str) -> ResourceDefinition:
+    """:func:`database` with ENABLE_JOIN_LINK_SCHEDULER on, as the code location reads it
+    when it loads: the sensors of the real-time path and the watchdog act (unless ``environ``
+    turns it off)."""
+    return database(db_url, **{"ENABLE_JOIN_LINK_SCHEDULER": "true", **environ})
+
+
 def sqs_queue(queue_url: str, visibility_timeout_seconds: int = 120) -> ResourceDefinition:
     return resources.sqs_queue_resource(
         settings_for(JLG_SQS_QUEUE_URL=queue_url, JLG_SQS_WAIT_S="0"), visibility_timeout_seconds

@@ -3,6 +3,7 @@
 import os
 import stat
 import string
+import tomllib
 from pathlib import Path
 
 import jwt
@@ -278,3 +279,13 @@ def test_jlg_token_uses_the_dev_stack_secret_when_none_is_exported(
 def test_the_per_client_cap_counts_an_ipv6_host_by_its_64(address: str, key: str) -> None:
     """The audit: every address of one IPv6 /64 was another client."""
     assert client_key(address) == key
+
+
+def test_jlg_version_prints_the_packages_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """The version an operator reads off a running image is the one pyproject.toml names
+    (and the CHANGELOG's release)."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"jlg {declared}"

@@ -16,14 +16,16 @@ def _failed(*, retryable: bool, retry_in_s: float | None = None) -> GenerationFa
     )
 
 
-def test_a_deferred_failure_names_the_watchdog_and_its_time() -> None:
+def test_a_deferred_failure_names_the_queue_and_its_time() -> None:
     step = next_step(_failed(retryable=True, retry_in_s=20), NOW, SWEEP)
     assert (step.retryable, step.by, step.tag) == (
         True,
-        "watchdog",
-        "watchdog at 2026-12-04T14:30:25Z",
+        "queue",
+        "queue at 2026-12-04T14:30:25Z",
     )
-    assert step.text.startswith("retryable: the watchdog tries it again in 20 s (at 14:30:25 UTC)")
+    assert step.text.startswith(
+        "retryable: a worker takes it from the queue again in 20 s (at 14:30:25 UTC)"
+    )
 
 
 def test_a_result_left_to_record_is_this_runs_to_retry() -> None:
@@ -47,7 +49,7 @@ def test_a_run_of_many_says_it_for_each_kind_of_failure() -> None:
     ]
     line = next_for_many(failed, SWEEP)
     assert line == (
-        "retryable [3]: the watchdog tries them again after their wait; "
+        "retryable [3]: a worker takes them from the queue again after their wait; "
         "not retryable [4]: the sweep at 16:00 UTC tries them again; fix the cause first"
     )
     assert "the sweep is off" in next_for_many(failed[1:], None)
@@ -64,9 +66,9 @@ def test_a_run_of_many_names_its_sessions_and_its_soonest_next_try() -> None:
     headline = run_headline(failed, NOW, SWEEP)
     assert headline.text.startswith(
         "13 session(s) failed (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 3 more); the first is tried "
-        "again by the watchdog at 14:39:53 UTC: retryable [1, "
+        "again from the queue at 14:39:53 UTC: retryable [1, "
     )
-    assert headline.tag == "watchdog at 2026-12-04T14:39:53Z"
+    assert headline.tag == "queue at 2026-12-04T14:39:53Z"
     refused = run_headline(failed[-1:], NOW, SWEEP)
     assert refused.text.startswith(
         "1 session(s) failed (99); the first is tried again by the sweep at 16:00 UTC: "
@@ -79,19 +81,19 @@ def test_a_run_of_many_names_its_sessions_and_its_soonest_next_try() -> None:
 
 def test_an_ended_run_never_says_it_tries_again_itself() -> None:
     """A session whose result the run could not record is left claimed when the run ends:
-    the watchdog takes it back once the claim goes stale, and the run says so, in its first
+    it waits in the queue again once the claim goes stale, and the run says so, in its first
     line, its tag and the part for each kind, by the one rule (not by ``retryable`` alone)."""
     unrecorded = SessionResult(5, GenerationResult.FAILED, retryable=True)
     refused = SessionResult(6, GenerationResult.FAILED, retryable=False)
     headline = run_headline([unrecorded], NOW, SWEEP)
     assert headline.text == (
-        "1 session(s) failed (5); the watchdog takes the first back when this run's claim "
-        "goes stale: retryable [5]: the watchdog tries them again after their wait"
+        "1 session(s) failed (5); the first waits in the queue again when this run's claim "
+        "goes stale: retryable [5]: a worker takes them from the queue again after their wait"
     )
-    assert headline.tag == "watchdog"
+    assert headline.tag == "queue"
     both = run_headline([unrecorded, refused], NOW, None)
-    assert both.tag == "watchdog"
+    assert both.tag == "queue"
     assert both.text.endswith(
-        "retryable [5]: the watchdog tries them again after their wait; not retryable [6]: "
-        "nothing tries them again (the sweep is off); fix the cause first"
+        "retryable [5]: a worker takes them from the queue again after their wait; "
+        "not retryable [6]: nothing tries them again (the sweep is off); fix the cause first"
     )
