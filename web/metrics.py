@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jlg_pipeline.adapters.metrics_snapshot import MetricsSnapshot
 from jlg_pipeline.adapters.orchestrator_health import OrchestratorSnapshot
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.status import HELD_STATUSES
+from jlg_pipeline.domain.status import ARMED_STATUSES
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def database_figures(snapshot: MetricsSnapshot, read_at: float) -> Iterator[Metr
         "(SCHEDULED, IN_PROGRESS, FAILED)",
         labels=["status"],
     )
-    for status in HELD_STATUSES:
+    for status in ARMED_STATUSES:
         sessions.add_metric([status.value], snapshot.by_status.get(status.value, 0))
     yield sessions
     yield GaugeMetricFamily(

@@ -44,8 +44,8 @@ def overdue(after: ColumnElement[timedelta]) -> ColumnElement[bool]:
     return and_(past(after), ps.c.link_generation_status != S.COMPLETED.value)
 
 
-def held_by_status() -> CompoundSelect[Any]:
-    """(status, count) of the sessions not deleted that hold a time (``HELD_STATUSES``), each
+def armed_by_status() -> CompoundSelect[Any]:
+    """(status, count) of the sessions not deleted armed with a time (``ARMED_STATUSES``), each
     tier counted through its own partial index (ix_psession_link_gen_fresh,
     ix_psession_link_gen_failed), so the cost follows the sessions that hold a time, never the
     host table's size."""

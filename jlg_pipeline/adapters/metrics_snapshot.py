@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, Interval, func, literal, select, text
 
-from jlg_pipeline.adapters.candidates import held_by_status, overdue
+from jlg_pipeline.adapters.candidates import armed_by_status, overdue
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
@@ -21,7 +21,7 @@ from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.service_view import Budget
-from jlg_pipeline.domain.status import HELD_STATUSES
+from jlg_pipeline.domain.status import ARMED_STATUSES
 
 OVERDUE_AFTER = timedelta(minutes=5)
 
@@ -74,11 +74,11 @@ def read_metrics_snapshot(
             )
         )
         counts = read_counts(conn)
-        by_status = {str(s): int(n) for s, n in conn.execute(held_by_status()).all() if n}
+        by_status = {str(s): int(n) for s, n in conn.execute(armed_by_status()).all() if n}
         overdue_count = conn.execute(
             select(func.count()).where(
                 overdue(literal(OVERDUE_AFTER, Interval())),
-                ps.c.link_generation_status.in_([s.value for s in HELD_STATUSES]),
+                ps.c.link_generation_status.in_([s.value for s in ARMED_STATUSES]),
             )
         ).scalar_one()
         stale_ms = (windows or TimingWindows()).stale_ms

@@ -18,6 +18,7 @@ S = LinkGenerationStatus
 CLAIMABLE_STATUSES: tuple[S, ...] = (S.SCHEDULED, S.FAILED)
 """Statuses a claim may take without waiting for the stale window."""
 
-HELD_STATUSES: tuple[S, ...] = (S.SCHEDULED, S.IN_PROGRESS, S.FAILED)
-"""The statuses of sessions that hold a time, the ones /metrics counts. A large host table is
-mostly NOT_SCHEDULED or COMPLETED, and neither is worth a gauge (docs/design.md "Scale")."""
+ARMED_STATUSES: tuple[S, ...] = (S.SCHEDULED, S.IN_PROGRESS, S.FAILED)
+"""The statuses of sessions armed with a time, the ones /metrics counts ("hold" is the service's
+word: docs/architecture.md's glossary). A large host table is mostly NOT_SCHEDULED or
+COMPLETED, and neither is worth a gauge (docs/design.md "Scale")."""

@@ -18,7 +18,7 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.migrate import alembic_config, migrate, upgrade_statements
 from jlg_pipeline.migration_plan import HOST_TABLE_REVISION, HOST_TABLES, refusals
 from testkit.factories import create_session, force_state
-from tests.integration.test_metric_counts import full_count, held_full_count
+from tests.integration.test_metric_counts import armed_full_count, full_count
 from tests.support import earlier_schema
 from tests.support.host_database import (
     DECOY_SCHEMA,
@@ -107,7 +107,7 @@ def test_the_earlier_revisions_leave_nothing_behind_and_every_figure_stays_right
         expected.lag_count,
     )
     snapshot = read_metrics_snapshot(host.engine)
-    assert snapshot.by_status == held_full_count(host.engine)
+    assert snapshot.by_status == armed_full_count(host.engine)
     assert snapshot.attempts == {("event", "COMPLETED"): 1, ("event", "FAILED"): 1}
     assert snapshot.open_attempts == {"event": 2}
     assert snapshot.by_status == {"SCHEDULED": 2, "IN_PROGRESS": 2, "FAILED": 1}

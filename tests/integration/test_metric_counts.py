@@ -14,19 +14,19 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from sqlalchemy import Engine, text
 
-from jlg_pipeline.adapters.candidates import held_by_status
+from jlg_pipeline.adapters.candidates import armed_by_status
 from jlg_pipeline.adapters.metric_counts import Counts, fold, read_counts
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Trigger
-from jlg_pipeline.domain.status import HELD_STATUSES, LinkGenerationStatus
+from jlg_pipeline.domain.status import ARMED_STATUSES, LinkGenerationStatus
 from testkit.factories import create_session
 
 STATUSES = [s.value for s in LinkGenerationStatus]
-HELD = {s.value for s in HELD_STATUSES}
+ARMED = {s.value for s in ARMED_STATUSES}
 THREADS = 4
 
 
-def held_full_count(engine: Engine) -> dict[str, int]:
+def armed_full_count(engine: Engine) -> dict[str, int]:
     """The sessions that hold a time, by status, by reading every row."""
     with engine.connect() as conn:
         rows = conn.execute(
@@ -35,7 +35,7 @@ def held_full_count(engine: Engine) -> dict[str, int]:
                 " WHERE deleted_at IS NULL GROUP BY 1"
             )
         ).all()
-    return {status: n for status, n in rows if status in HELD}
+    return {status: n for status, n in rows if status in ARMED}
 
 
 def full_count(engine: Engine) -> Counts:
@@ -175,9 +175,9 @@ class Operations(RuleBasedStateMachine):
     def counts_are_exact(self) -> None:
         with self.engine.begin() as conn:
             counts = read_counts(conn)
-            held = {str(status): n for status, n in conn.execute(held_by_status()).all() if n}
+            held = {str(status): n for status, n in conn.execute(armed_by_status()).all() if n}
         expected = full_count(self.engine)
-        assert held == held_full_count(self.engine)
+        assert held == armed_full_count(self.engine)
         assert counts.attempts == expected.attempts
         assert counts.lag_le == expected.lag_le
         assert (counts.lag_ms_sum, counts.lag_count) == (expected.lag_ms_sum, expected.lag_count)
