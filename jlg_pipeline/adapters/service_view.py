@@ -209,9 +209,13 @@ class ServiceView:
         return bounded(state, self.budget, now, self._probe_hold_s)
 
     def _locked(self, conn: Connection) -> tuple[ViewState, datetime]:
-        locked = select(*STATE_COLUMNS, func.now()).where(view.c.name == self._name)
-        row = conn.execute(locked.with_for_update()).first()
+        locked = select(*STATE_COLUMNS).where(view.c.name == self._name).with_for_update()
+        row = conn.execute(locked).first()
         if row is None:
             conn.execute(insert(view).values(name=self._name).on_conflict_do_nothing())
-            row = conn.execute(locked.with_for_update()).one()
-        return ViewState(*row[:-1]), row[-1]
+            row = conn.execute(locked).one()
+        # The clock once the row is held, not the transaction's start (now()): a caller that
+        # waited for the lock would otherwise decide on a moment before the others' slots,
+        # and its bound on the next slot would move a slot they just took back.
+        now = conn.execute(select(func.clock_timestamp())).scalar_one()
+        return ViewState(*row), now

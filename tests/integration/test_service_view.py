@@ -603,3 +603,38 @@ def test_a_turn_that_changes_nothing_waits_for_no_lock(engine: Engine) -> None:
     slot.join(5)
     free.join(5)
     assert taken["budget"].is_set()
+
+
+def test_a_caller_that_waited_for_the_row_never_moves_the_next_slot_back(engine: Engine) -> None:
+    """A caller's transaction may wait for the row's lock while others take slots; the clock it
+    decides on is read once it holds the row. Before, it was its transaction's start: the bound
+    on the next slot (``slot_horizon_s``, for a row an older release left) then read a slot
+    legitimately that far ahead as too far, moved it back and wrote it, and two callers got
+    slots closer than 1/RATE (found by the budget test under a loaded CI run: 24 calls in
+    5.57 s at 4 a second)."""
+    budget = Budget(rate=4, burst=1)
+    view = ServiceView(engine, budget)
+    view.take_turn()
+    taken: list[Turn] = []
+    with engine.begin() as holder:
+        holder.execute(text("SELECT 1 FROM jlg_service_view FOR UPDATE"))
+        waiter = threading.Thread(target=lambda: taken.append(view.take_turn()))
+        waiter.start()
+        time.sleep(1.5)
+        # What a caller holding the row at this moment may write: a slot just within
+        # MAX_SLOT_WAIT_S, the next one an interval after it.
+        ahead = budget.slot_horizon_s - 0.3
+        holder.execute(
+            text(
+                "UPDATE jlg_service_view SET next_slot_at = clock_timestamp()"
+                " + make_interval(secs => :ahead)"
+            ),
+            {"ahead": ahead},
+        )
+        written = holder.execute(text("SELECT next_slot_at FROM jlg_service_view")).scalar_one()
+    waiter.join(timeout=30)
+    [turn] = taken
+    assert turn.verdict is Verdict.WAIT, "that slot is further than a caller waits"
+    stored = view.look().state.next_slot_at
+    assert stored is not None
+    assert stored >= written, f"the next slot moved back by {(written - stored).total_seconds()} s"
