@@ -23,6 +23,8 @@ from dagster import (
 
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import DatabaseUnavailable, GenerationFailed, InvalidInput
 from jlg_pipeline.domain.lanes import Lane
@@ -98,8 +100,9 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
             raise Failure(f"invalid run config: {exc}", allow_retries=False) from exc
         queue, run_id = database.queue(), context.run_id
         _join(queue, [request])
-        generate = bind_gate(database.repository(), registrar, trigger, run_id, database.view())
-        drain = _drain(database, registrar, trigger, run_id)
+        repository, view = database.repository(), database.view()
+        generate = bind_gate(repository, registrar, trigger, run_id, view)
+        drain = _drain(repository, registrar, trigger, run_id, view, queue)
         try:
             try:
                 own: GenerationOutcome | GenerationFailed | InvalidInput = generate(request)
@@ -198,7 +201,7 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
                 concurrency=database.concurrency,
                 retries=MAX_RETRY_ATTEMPTS,
                 first_delay_s=retry_delay_seconds,
-                then=_drain(database, registrar, trigger, run_id),
+                then=_drain(repository, registrar, trigger, run_id, view, queue),
             )
         finally:
             _ended(queue, run_id)
@@ -232,15 +235,22 @@ def _join(queue: SessionQueue, requests: list[BulkRegisterRequest]) -> None:
     queue.refresh()
 
 
-def _drain(database: RunDatabase, registrar: BulkRegistrar, trigger: Trigger, run_id: str) -> Drain:
-    """The run's callers taking from the queue, its heartbeat told, its set-asides counted."""
-    repository, queue = database.repository(), database.queue()
+def _drain(
+    repository: ProgramSessionRepository,
+    registrar: BulkRegistrar,
+    trigger: Trigger,
+    run_id: str,
+    view: ServiceView,
+    queue: SessionQueue,
+) -> Drain:
+    """The run's callers taking from the queue with the run's own adapters (a repository
+    compiles its statements once), its heartbeat told, its set-asides counted."""
     return Drain(
         repository,
         registrar,
         trigger,
         run_id,
-        database.view(),
+        view,
         beat=lambda: queue.beat(run_id),
         count_set_aside=lambda: repository.count_set_aside(Path.WORKER),
     )
