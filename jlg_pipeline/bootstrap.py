@@ -4,7 +4,6 @@ stack and the Dagster resources (which hand over the values the code location re
 :class:`~jlg_pipeline.config.Settings`). Nothing connects at import; AWS and HTTP clients are
 made only when asked for."""
 
-import getpass
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -123,7 +122,7 @@ def build_queue(
     return SqsQueue(client, queue_url, visibility_timeout=visibility_timeout_s)
 
 
-def service_command(settings: Settings, command: str, by: str | None = None) -> list[str]:
+def service_command(settings: Settings, command: str, by: str) -> list[str]:
     """``jlg service show`` / ``resume``: the shared view's lines, after a resume when asked."""
     from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
     from jlg_pipeline.services import service_control
@@ -134,7 +133,7 @@ def service_command(settings: Settings, command: str, by: str | None = None) -> 
         lines: list[str] = []
         if command == "resume":
             view = ServiceView(engine, budget, settings.online_session_timeout_s)
-            before, _ = service_control.resume(view, by or getpass.getuser())
+            before, _ = service_control.resume(view, by)
             was = "paused" if before.paused_until is not None else "clear"
             lines.append(f"resumed (it was {was}, breaker {'open' if before.down else 'closed'})")
         snapshot = read_metrics_snapshot(engine, budget, settings.windows)

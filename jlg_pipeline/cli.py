@@ -2,6 +2,7 @@
 resync and the version; from a checkout also the development stack and tokens."""
 
 import argparse
+import getpass
 import importlib
 import logging
 import os
@@ -14,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 
 from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings, check_jwt_secret
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import ConfigError, JlgError
 from jlg_pipeline.migrate import REPOSITORY_ROOT, downgrade, migrate, plan
 
@@ -32,6 +34,16 @@ def _devstack(module: str) -> ModuleType:
     if str(REPOSITORY_ROOT) not in sys.path:
         sys.path.insert(0, str(REPOSITORY_ROOT))
     return importlib.import_module(f"devstack.{module}")
+
+
+MAX_OPERATOR_CHARS = 64
+
+
+def _operator(args: argparse.Namespace) -> str:
+    """Who acts (``--by``, else this login's user name), as the view's row records it."""
+    by = validation.text(getattr(args, "by", None) or getpass.getuser(), "--by", MAX_OPERATOR_CHARS)
+    assert by is not None
+    return by
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,9 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "service":
             print(
                 "\n".join(
-                    bootstrap.service_command(
-                        settings, args.service_command, getattr(args, "by", None)
-                    )
+                    bootstrap.service_command(settings, args.service_command, _operator(args))
                 )
             )
             return 0

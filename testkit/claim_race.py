@@ -8,6 +8,7 @@ from multiprocessing.synchronize import Barrier, Event
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.validation import SessionId
 
 Round = Callable[[], list[int | None]]
 """Release every contender once; each one's claimed attempt, or None where it lost."""
@@ -30,7 +31,7 @@ def _contend(
             start.wait()
             if stop.is_set():
                 return
-            claim = repository.claim(session_id)
+            claim = repository.claim(SessionId(session_id))
             results.put(None if claim is None else claim.attempt)
             done.wait()
     finally:

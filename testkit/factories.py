@@ -14,6 +14,7 @@ from sqlalchemy import Engine, select, text, update
 from devstack.seed import insert_registrations, insert_session
 from jlg_pipeline.adapters.tables import online_session, program_session
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 
 _seconds = "now() + make_interval(secs => {})"
 DUE = timedelta(minutes=-1)
@@ -27,10 +28,11 @@ def create_session(
     program_id: int = 1,
     online: bool = True,
     template: str | None = None,
-) -> int:
-    """A program session inserted with only ``program_id`` (plus its online details)."""
+) -> SessionId:
+    """A program session inserted with only ``program_id`` (plus its online details): its id,
+    as the database made it."""
     with engine.begin() as conn:
-        return insert_session(conn, program_id, online=online, template=template)
+        return SessionId(insert_session(conn, program_id, online=online, template=template))
 
 
 def create_sessions(
@@ -40,7 +42,7 @@ def create_sessions(
     program_id: int = 1,
     at_offset: timedelta | None = timedelta(days=1),
     status: LinkGenerationStatus = LinkGenerationStatus.SCHEDULED,
-) -> list[int]:
+) -> list[SessionId]:
     """``count`` sessions of ``program_id`` in one statement (no online details), in
     ``status`` at ``now() + at_offset`` (None: no time) on the database clock."""
     at = "NULL" if at_offset is None else _seconds.format(at_offset.total_seconds())
@@ -53,7 +55,7 @@ def create_sessions(
             ),
             {"program": program_id, "status": status.value, "count": count},
         ).scalars()
-        return sorted(ids)
+        return sorted(SessionId(i) for i in ids)
 
 
 def force_state(
@@ -149,7 +151,7 @@ def arm_cohort(
             ),
             {"at": float(fire_at), "n": count, "step": spread_s / count},
         ).scalars()
-        return sorted(ids), float(fire_at)
+        return sorted(SessionId(i) for i in ids), float(fire_at)
 
 
 RUNNING = 50

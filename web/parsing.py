@@ -141,6 +141,11 @@ def parse_set_body(raw: bytes) -> datetime | None:
     return parse_rfc3339(dto.linkGenerationAt)
 
 
+def parse_idempotency_key(raw: str | None) -> str | None:
+    """The ``Idempotency-Key`` header, when sent: a programme action's own key."""
+    return validation.text(raw, "Idempotency-Key", validation.MAX_KEY_CHARS)
+
+
 def parse_programme_body(raw: bytes, program_id: int) -> ProgrammeRequest:
     """A programme action's body as the domain's checked request (InvalidInput names what
     is wrong): exactly one of ``linkGenerationAt`` (null clears) and ``shiftBy``."""
@@ -169,7 +174,10 @@ def _action(dto: ProgrammeActionDto, given: set[str]) -> ProgrammeAction:
     """The action the body names, by the field given, not by its value: a ``"shiftBy": null``
     is a mistake to refuse, never a clear."""
     if "shiftBy" not in given:
-        return ProgrammeAction.setting(_moment(dto.linkGenerationAt, "linkGenerationAt"))
+        at = _moment(dto.linkGenerationAt, "linkGenerationAt")
+        if at is not None:
+            validation.within_horizon(at, datetime.now(UTC))
+        return ProgrammeAction.setting(at)
     if dto.shiftBy is None:
         raise InvalidInput("shiftBy must be a whole number of seconds, not null")
     return ProgrammeAction.shifting(dto.shiftBy)

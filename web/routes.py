@@ -10,6 +10,7 @@ from web.envelope import success
 from web.limits import read_body
 from web.parsing import (
     MAX_BODY_BYTES,
+    parse_idempotency_key,
     parse_listing_query,
     parse_operation_id,
     parse_program_id,
@@ -90,7 +91,7 @@ async def programme_link_generation(request: Request) -> Response:
         request.app.state.programmes.act,
         action,
         actor_id(request),
-        request.headers.get("idempotency-key"),
+        parse_idempotency_key(request.headers.get("idempotency-key")),
     )
     return success(body(OperationResponse.of(result)))
 

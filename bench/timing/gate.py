@@ -23,6 +23,7 @@ from bench.common import (
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.validation import SessionId
 
 
 def repository_claims(engine: Engine, count: int) -> float:
@@ -30,7 +31,7 @@ def repository_claims(engine: Engine, count: int) -> float:
 
     def run() -> None:
         for sid in range(1, count + 1):
-            assert repository.claim(sid, Trigger.CRON) is not None
+            assert repository.claim(SessionId(sid), Trigger.CRON) is not None
 
     return timed(run)
 

@@ -76,7 +76,9 @@ def main() -> None:
         bulk, copied = [], []
         for _ in range(args.repeat):
             clear_links(engine)
-            bulk.append(timed(lambda: registrar.bulk_register(BulkRegisterRequest(session_id))))
+            bulk.append(
+                timed(lambda: registrar.bulk_register(BulkRegisterRequest.parse(session_id)))
+            )
             clear_links(engine)
             copied.append(timed(lambda: copy_rows(engine, session_id)))
         b, c = min(bulk), min(copied)

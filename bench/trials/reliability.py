@@ -38,7 +38,7 @@ from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.sqs_queue import SqsQueue
 from jlg_pipeline.adapters.tables import local_bulk_job
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.services.event_intake import acknowledge, drain
 from jlg_pipeline.services.generation import generate_for_session
 
@@ -78,7 +78,10 @@ def duplicate_delivery(engine: Engine, trials: int, targets: Targets) -> tuple[s
             list(
                 pool.map(
                     lambda t, sid=sid: generate_for_session(
-                        sid, repository=repository, registrar=registrar, trigger=t
+                        BulkRegisterRequest.parse(sid),
+                        repository=repository,
+                        registrar=registrar,
+                        trigger=t,
                     ),
                     triggers,
                 )

@@ -62,7 +62,8 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.messages import parse_message
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
@@ -141,14 +142,14 @@ class World:
     aws: LocalAws
     proxy_url: str
     base: str = ""
-    sessions: list[int] = field(default_factory=list)
+    sessions: list[SessionId] = field(default_factory=list)
     generated: dict[str, int] = field(default_factory=lambda: {"event": 0, "direct": 0})
     stop: threading.Event = field(default_factory=threading.Event)
 
     def generate(self, session_id: int, trigger: Trigger) -> None:
         repository = ProgramSessionRepository(self.engine)
         outcome = generate_for_session(
-            session_id,
+            BulkRegisterRequest.parse(session_id),
             repository=repository,
             registrar=EmbeddedRegistrar(self.engine),
             trigger=trigger,

@@ -6,7 +6,6 @@ from sqlalchemy import CTE, Engine, func, select, update
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import AttemptOutcome, AttemptRecord
 from jlg_pipeline.domain.validation import SessionId
 
@@ -32,7 +31,7 @@ def read_attempts(engine: Engine, session_id: SessionId, limit: int) -> list[Att
         select(attempts)
         .where(attempts.c.program_session_id == session_id)
         .order_by(attempts.c.attempt.desc())
-        .limit(validation.positive_limit(limit))
+        .limit(limit)
     )
     with translate_errors("reading attempts"), engine.connect() as conn:
         rows = conn.execute(statement).all()

@@ -29,7 +29,6 @@ from jlg_pipeline.adapters.session_statements import (
     unattended,
 )
 from jlg_pipeline.adapters.tables import program_session as ps
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import DueSession
 
 
@@ -108,7 +107,7 @@ class CandidateQueries(SessionStatements):
     def find_due_for_fallback_generation(self, limit: int) -> Sequence[DueSession]:
         """Overdue past the grace window, not deleted, claimable: SCHEDULED and stale
         IN_PROGRESS oldest first, then FAILED fewest attempts first; at most ``limit``."""
-        statement = self.fallback_candidates_statement(validation.positive_limit(limit))
+        statement = self.fallback_candidates_statement(limit)
         with translate_errors("finding overdue sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [due_session(r) for r in rows]
@@ -125,8 +124,6 @@ class CandidateQueries(SessionStatements):
             count_set_aside(conn, path)
 
     def _in_window(self, start: datetime, end: datetime) -> ColumnElement[bool]:
-        start = validation.aware_datetime(start, "start")
-        end = validation.aware_datetime(end, "end")
         return and_(
             ps.c.deleted_at.is_(None),
             ps.c.link_generation_status != S.COMPLETED.value,
@@ -145,7 +142,7 @@ class CandidateQueries(SessionStatements):
             select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
             .where(self._in_window(start, end))
             .order_by(ps.c.link_generation_at, ps.c.id)
-            .limit(validation.positive_limit(limit))
+            .limit(limit)
         )
         with translate_errors("finding sessions to backfill"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()

@@ -8,7 +8,6 @@ from sqlalchemy import CTE, BindParameter, ColumnElement, Engine, ScalarSelect, 
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import link_generation_change as changes
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.models import IntentChange
 from jlg_pipeline.domain.validation import SessionId
 
@@ -54,7 +53,7 @@ def read_changes(engine: Engine, session_id: SessionId, limit: int) -> list[Inte
         select(changes)
         .where(changes.c.program_session_id == session_id)
         .order_by(changes.c.id.desc())
-        .limit(validation.positive_limit(limit))
+        .limit(limit)
     )
     with translate_errors("reading the intent history"), engine.connect() as conn:
         rows = conn.execute(statement).all()

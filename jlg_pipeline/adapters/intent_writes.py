@@ -38,7 +38,6 @@ from jlg_pipeline.adapters.schedule_outbox import record_change
 from jlg_pipeline.adapters.session_statements import S, SessionStatements, matching
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_operation_session as members
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import (
     LINK_GENERATION_HORIZON,
     READABLE_FROM,
@@ -55,6 +54,7 @@ from jlg_pipeline.domain.programme_actions import (
     Skipped,
     skip_reason,
 )
+from jlg_pipeline.domain.validation import SessionId
 
 ONE_SECOND = literal(timedelta(seconds=1), Interval())
 HORIZON = literal(LINK_GENERATION_HORIZON, Interval())
@@ -252,7 +252,7 @@ class IntentWrites(SessionStatements):
 
     def set_link_generation(
         self,
-        session_id: int,
+        session_id: SessionId,
         link_generation_at: datetime | None,
         actor_user_id: int | None,
         *,
@@ -271,10 +271,6 @@ class IntentWrites(SessionStatements):
         starts a new cycle: the last error and job id are cleared. The attempt counter is
         never reset, so a crashed run from an earlier cycle stays fenced out.
         """
-        session_id = validation.session_id(session_id)
-        actor_user_id = validation.actor_user_id(actor_user_id)
-        if link_generation_at is not None:
-            link_generation_at = validation.aware_datetime(link_generation_at)
         statement = self._set_statements[record_schedule_change, future_only]
         with translate_errors("setting link generation"), self._engine.begin() as conn:
             row = conn.execute(
@@ -321,7 +317,7 @@ class IntentWrites(SessionStatements):
             "op_id": operation_id,
             "at": at,
             "shift_s": shift_s,
-            "actor": validation.actor_user_id(actor_user_id),
+            "actor": actor_user_id,
         }
         started = self.clock()
         with translate_errors("acting on a programme's sessions"), self._engine.begin() as conn:

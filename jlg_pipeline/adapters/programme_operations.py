@@ -12,7 +12,6 @@ from jlg_pipeline.adapters.session_statements import matching
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_operation as operations
 from jlg_pipeline.adapters.tables import programme_operation_session as members
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import CountChanged, TooManySessions
 from jlg_pipeline.domain.models import SetOutcome
 from jlg_pipeline.domain.programme_actions import (
@@ -40,7 +39,7 @@ class ProgrammeOperations:
             .values(
                 id=operation_id,
                 program_id=request.program_id,
-                actor_user_id=validation.actor_user_id(actor_user_id),
+                actor_user_id=actor_user_id,
                 idempotency_key=key,
                 fingerprint=request.fingerprint(),
                 request=request.as_json(),

@@ -194,7 +194,7 @@ class SessionQueue:
     def record(self, requests: Sequence[BulkRegisterRequest]) -> None:
         """Keep each request's options for its session's current cycle (a session with no
         time, deleted or unknown is left out), and tell its programme's turn that work falls
-        due then. Requests were checked when made (``BulkRegisterRequest``)."""
+        due then. Requests were parsed where they entered (``BulkRegisterRequest.parse``)."""
         if not requests:
             return
         # One row per session: the last request given for it (a duplicate delivery).

@@ -38,7 +38,6 @@ from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_turn as turn
 from jlg_pipeline.adapters.tables import served_order
 from jlg_pipeline.adapters.tables import session_queue as queued
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
 from jlg_pipeline.domain.models import (
     AttemptOutcome,
@@ -51,6 +50,7 @@ from jlg_pipeline.domain.models import (
 )
 from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.retries import RETRY_BUDGET_S
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.log import describe, log_event
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def _recorded(row: Any) -> BulkRegisterRequest | None:
     if "role" not in values:
         return None
     try:
-        return BulkRegisterRequest(row.id, row.role, row.batch_size, row.actor_user_id)
+        return BulkRegisterRequest.parse(row.id, row.role, row.batch_size, row.actor_user_id)
     except Exception as exc:  # noqa: BLE001 - options never stop a claimed session's call
         log_event(
             logger, logging.WARNING, "queue.options_ignored", session_id=row.id, error=describe(exc)
@@ -219,10 +219,9 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         compiled = statement.compile(dialect=self._engine.dialect)
         return str(compiled), dict(compiled.params)
 
-    def get_state(self, session_id: int) -> LinkGenerationState | None:
+    def get_state(self, session_id: SessionId) -> LinkGenerationState | None:
         """The session's link-generation fields, soft-deleted rows included (``deleted``);
         None when no row has that id."""
-        session_id = validation.session_id(session_id)
         with translate_errors("reading a session"), self._engine.connect() as conn:
             row = conn.execute(
                 select(*self._state_columns()).where(ps.c.id == session_id)
@@ -230,7 +229,7 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         return None if row is None else self._to_state(row)
 
     def claim(
-        self, session_id: int, trigger: Trigger = Trigger.MANUAL, run_id: str | None = None
+        self, session_id: SessionId, trigger: Trigger = Trigger.MANUAL, run_id: str | None = None
     ) -> Claim | None:
         """The one gate: atomically move a due, claimable session to IN_PROGRESS.
 
@@ -241,7 +240,6 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         RECLAIMED. Returns None when another caller holds the claim or the session is not
         claimable; exactly one of any number of concurrent callers gets a Claim.
         """
-        session_id = validation.session_id(session_id)
         return self._run_claim(self.claim_sql, self.claim_parameters, session_id, trigger, run_id)
 
     def claim_next(self, trigger: Trigger, run_id: str | None) -> Claim | None:
@@ -254,7 +252,7 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         self,
         sql: str,
         parameters: dict[str, Any],
-        session_id: int | None,
+        session_id: SessionId | None,
         trigger: Trigger,
         run_id: str | None,
     ) -> Claim | None:
@@ -268,12 +266,11 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
             row = conn.exec_driver_sql(sql, parameters).one_or_none()
         return None if row is None else _claim(row)
 
-    def resume(self, session_id: int, run_id: str) -> Claim | None:
+    def resume(self, session_id: SessionId, run_id: str) -> Claim | None:
         """The claim this run already holds on the session, its lease renewed: the session is
         IN_PROGRESS under an open attempt that ``run_id`` made (a retry of the run's step
         after its completion write was lost). None otherwise, and for any other run, however
         stale: taking over another run's claim is :meth:`claim`'s job."""
-        session_id = validation.session_id(session_id)
         resumed = (
             update(ps)
             .where(
@@ -373,20 +370,19 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
             retry_in_s=retry_in_s,
         )
 
-    def changes(self, session_id: int, limit: int = 50) -> list[IntentChange]:
+    def changes(self, session_id: SessionId, limit: int = 50) -> list[IntentChange]:
         """The session's intent history (every admin set/clear), newest first."""
-        return read_changes(self._engine, validation.session_id(session_id), limit)
+        return read_changes(self._engine, session_id, limit)
 
-    def attempts(self, session_id: int, limit: int = 50) -> list[AttemptRecord]:
+    def attempts(self, session_id: SessionId, limit: int = 50) -> list[AttemptRecord]:
         """The session's attempt history, newest first, at most ``limit``."""
-        return read_attempts(self._engine, validation.session_id(session_id), limit)
+        return read_attempts(self._engine, session_id, limit)
 
     def list_sessions(
         self, where: SessionFilter, limit: int, after_id: int
     ) -> tuple[list[LinkGenerationState], int | None]:
         """Sessions ``where`` names (never soft-deleted) with id above ``after_id``, by id, at
         most ``limit``; and the id to continue after (None on the last page)."""
-        limit = validation.positive_limit(limit)
         statement = (
             select(*self._state_columns())
             .where(*matching(where), ps.c.id > after_id)

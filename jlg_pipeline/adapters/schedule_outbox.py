@@ -39,7 +39,6 @@ from jlg_pipeline.adapters.metric_counts import count_set_aside
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import schedule_change_version
 from jlg_pipeline.adapters.tables import schedule_outbox as outbox
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS
 from jlg_pipeline.domain.schedule_sync import (
     APPLY_LEASE,
@@ -265,7 +264,7 @@ class ScheduleOutbox:
                 outbox.c.next_try_at,
                 outbox.c.program_session_id,
             )
-            .limit(validation.positive_limit(limit))
+            .limit(limit)
         )
         with translate_errors("listing schedule changes"), self._engine.connect() as conn:
             return list(conn.execute(statement).scalars())
@@ -292,7 +291,7 @@ class ScheduleOutbox:
         return select(both)
 
     def due_work(self, direct_limit: int = 100) -> tuple[list[DirectLaunch], bool]:
-        statement = self.due_work_statement(validation.positive_limit(direct_limit))
+        statement = self.due_work_statement(direct_limit)
         with translate_errors("checking schedule changes"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
         launches = [

@@ -3,6 +3,10 @@ classification are decided from these types in one place each (``web`` and
 :func:`is_retryable`)."""
 
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # validation raises InvalidInput, defined here
+    from jlg_pipeline.domain.validation import SessionId
 
 
 class JlgError(Exception):
@@ -121,7 +125,7 @@ class GenerationFailed(JlgError):
         self,
         message: str,
         *,
-        session_id: int,
+        session_id: "SessionId",
         attempt: int,
         retryable: bool,
         cycle: datetime | None = None,

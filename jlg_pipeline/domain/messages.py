@@ -52,7 +52,7 @@ class JoinLinkGenerationData(BaseModel):
     @model_validator(mode="after")
     def _domain_rules(self) -> "JoinLinkGenerationData":
         # InvalidInput is a ValueError: pydantic reports it at this model's location.
-        self._request = BulkRegisterRequest(
+        self._request = BulkRegisterRequest.parse(
             self.programSessionId, self.role, self.batchSize, self.actorUserId
         )
         return self

@@ -120,7 +120,7 @@ class AttemptOutcome(StrEnum):
 class AttemptRecord:
     """One claim of a session and how it ended."""
 
-    session_id: int
+    session_id: SessionId
     attempt: int
     trigger: str
     run_id: str | None
@@ -142,7 +142,7 @@ class AttemptRecord:
 class DueSession:
     """A fallback-sweep, backfill or watchdog candidate."""
 
-    id: int
+    id: SessionId
     link_generation_at: datetime
     status: LinkGenerationStatus
     actor_user_id: int | None = None
@@ -167,10 +167,11 @@ class IntentChange:
 
 @dataclass(frozen=True, slots=True)
 class BulkRegisterRequest:
-    """iface-05: ``bulkRegister({sessionId, role, batchSize}, actorUserId)``. Checked when
-    made (InvalidInput names the bad field), so every registrar can trust it."""
+    """iface-05: ``bulkRegister({sessionId, role, batchSize}, actorUserId)``. Made by
+    :meth:`parse` where the values enter (a queue message, run config, a stored row), so every
+    registrar can trust it and nothing after checks it again."""
 
-    session_id: int
+    session_id: SessionId
     role: str | None = None
     batch_size: int | None = None
     actor_user_id: int | None = None
@@ -178,12 +179,21 @@ class BulkRegisterRequest:
     """``join-link-<id>@<cycle>``, set by the gate once it has claimed: every call for one
     cycle carries the same key, so the service absorbs a second one."""
 
-    def __post_init__(self) -> None:
-        validation.session_id(self.session_id)
-        validation.role(self.role)
-        validation.batch_size(self.batch_size)
-        validation.actor_user_id(self.actor_user_id)
-        validation.text(self.idempotency_key, "idempotencyKey", validation.MAX_KEY_CHARS)
+    @classmethod
+    def parse(
+        cls,
+        session_id: object,
+        role: object = None,
+        batch_size: object = None,
+        actor_user_id: object = None,
+    ) -> "BulkRegisterRequest":
+        """The request these values ask for, or InvalidInput naming the bad field."""
+        return cls(
+            validation.session_id(session_id),
+            validation.role(role),
+            validation.batch_size(batch_size),
+            validation.actor_user_id(actor_user_id),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +217,7 @@ class GenerationResult(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class GenerationOutcome:
-    session_id: int
+    session_id: SessionId
     result: GenerationResult
     attempt: int | None = None
     job_id: str | None = None
@@ -240,7 +250,7 @@ class SweepReport:
 class SessionResult:
     """One session of a sweep or backfill: what happened and how late."""
 
-    session_id: int
+    session_id: SessionId
     outcome: GenerationResult
     lag_seconds: float | None = None
     retryable: bool | None = None

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any, overload
 
 from jlg_pipeline.domain.backoff import backoff_s
+from jlg_pipeline.domain.validation import SessionId
 
 DIRECT_WITHIN = timedelta(minutes=2)
 """A time closer than this when its change is applied gets no EventBridge schedule: its
@@ -49,7 +50,7 @@ class PendingChange:
     """The newest desired schedule state of one session, not yet applied. ``fire_at`` None
     means no schedule (a clear); ``now`` is the database clock when it was read."""
 
-    session_id: int
+    session_id: SessionId
     version: int
     fire_at: datetime | None
     actor_user_id: int | None
@@ -81,7 +82,7 @@ class DirectLaunch:
     """A session that goes around EventBridge: launch its generation once ``fire_at`` is due.
     ``version`` names the change, so each cycle launches once."""
 
-    session_id: int
+    session_id: SessionId
     version: int
     fire_at: datetime
     actor_user_id: int | None = None

@@ -48,8 +48,9 @@ def int_between(value: object, low: int, high: int) -> int | None:
 
 SessionId = NewType("SessionId", int)
 """A program session's id as :func:`session_id` parsed it where it entered (the HTTP path, a
-queue message or run config, the repository's public methods): the layers inside take this
-type and check nothing again."""
+queue message, run config, a row an older release wrote), or as the database returned it: the
+stores and services below take this type and check nothing again
+(``tests/unit/test_layering.py``)."""
 
 
 def session_id(value: object, name: str = "programSessionId") -> SessionId:

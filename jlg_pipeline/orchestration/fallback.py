@@ -22,6 +22,7 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import (
     FALLBACK_BATCH_LIMIT,
     FALLBACK_CRON,
@@ -72,7 +73,7 @@ def sweep_overdue_sessions_op(
     report = sweep_overdue_sessions(
         repository,
         bind_gate(repository, registrar, tag_start(context, None), context.run_id, database.view()),
-        config.batchLimit,
+        validation.positive_limit(config.batchLimit, "batchLimit"),
         concurrency=database.concurrency,
     )
     return finish(context, report, database.sweep_enabled)
@@ -104,7 +105,7 @@ def backfill_partition_sessions(
         bind_gate(repository, registrar, tag_start(context, None), context.run_id, database.view()),
         window.start,
         window.end,
-        config.limit,
+        validation.positive_limit(config.limit, "limit"),
         concurrency=database.concurrency,
     )
     return finish(context, report, database.sweep_enabled)

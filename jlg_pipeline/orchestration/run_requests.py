@@ -59,7 +59,7 @@ class GenerateJoinLinksConfig(Config):
 
     def request(self) -> BulkRegisterRequest:
         """The request this entry asks for, checked by the domain's rules (InvalidInput)."""
-        return BulkRegisterRequest(
+        return BulkRegisterRequest.parse(
             self.programSessionId, self.role, self.batchSize, self.actorUserId
         )
 

@@ -31,6 +31,7 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.messages import correlation_id
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
@@ -75,7 +76,12 @@ def sync_schedules(
     """Applies every pending change (the most overdue first, at most batchLimit). A change
     that fails again stays pending with its error and its next try; the run still succeeds."""
     # applied, failed, direct, left, dropped
-    return Output(None, metadata=asdict(schedule_sync.sync(config.batchLimit)))
+    return Output(
+        None,
+        metadata=asdict(
+            schedule_sync.sync(validation.positive_limit(config.batchLimit, "batchLimit"))
+        ),
+    )
 
 
 @job(
@@ -146,7 +152,9 @@ def _tick(
             work.append(
                 Work(
                     direct_run_key(launch),
-                    BulkRegisterRequest(launch.session_id, actor_user_id=launch.actor_user_id),
+                    BulkRegisterRequest.parse(
+                        launch.session_id, actor_user_id=launch.actor_user_id
+                    ),
                     correlation_id(launch.session_id),
                 )
             )

@@ -34,6 +34,7 @@ from jlg_pipeline.domain.service_view import (
     Turn,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.log import log_event
 from jlg_pipeline.services.gate_ports import ServiceTurns, SessionClaims
 from jlg_pipeline.services.lease import lease
@@ -69,13 +70,10 @@ def bind_gate(
 
     def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         return generate_for_session(
-            request.session_id,
+            request,
             repository=repository,
             registrar=registrar,
             trigger=trigger,
-            role=request.role,
-            batch_size=request.batch_size,
-            actor_user_id=request.actor_user_id,
             run_id=run_id,
             view=view,
             resume=resume,
@@ -85,31 +83,26 @@ def bind_gate(
 
 
 def generate_for_session(
-    session_id: int,
+    request: BulkRegisterRequest,
     *,
     repository: SessionClaims,
     registrar: BulkRegistrar,
     trigger: Trigger,
-    role: str | None = None,
-    batch_size: int | None = None,
-    actor_user_id: int | None = None,
     run_id: str | None = None,
     view: ServiceTurns | None = None,
     resume: bool = True,
 ) -> GenerationOutcome:
-    """Generate join links for one session (never another), at most once per cycle.
-    ``resume``: a claim ``run_id`` already holds on it is this caller's to resume (a retry of
-    the run's step), not while the run's other callers may hold it (a run's first pass).
+    """Generate join links for the session ``request`` names (never another), at most once
+    per cycle. ``resume``: a claim ``run_id`` already holds on it is this caller's to resume (a
+    retry of the run's step), not while the run's other callers may hold it (a run's first
+    pass).
 
     Returns COMPLETED (with job id and total), SKIPPED (not the service's turn, the claim lost
     or the session not claimable; ``reason`` says why) or SUPERSEDED (a newer attempt took
-    the claim during bulkRegister). Raises InvalidInput, before any write, for bad arguments,
-    and GenerationFailed, after marking FAILED, when bulkRegister fails. ``view``: the
-    service's shared view (no rate budget when not given)."""
-    # Checked before any write, so bad input fails here and never half-way through.
-    if not isinstance(trigger, Trigger):
-        raise InvalidInput(f"trigger must be a Trigger, got {trigger!r}")
-    request = BulkRegisterRequest(session_id, role, batch_size, actor_user_id)
+    the claim during bulkRegister). Raises GenerationFailed, after marking FAILED, when
+    bulkRegister fails. ``view``: the service's shared view (no rate budget when not given).
+    The request was parsed where it entered (``BulkRegisterRequest.parse``)."""
+    session_id = request.session_id
     fields: dict[str, Any] = {"session_id": session_id, "trigger": trigger.value}
     view = view or _database_view(repository)
     turn = _turn(repository, view, session_id, fields)
@@ -187,7 +180,7 @@ def _call(
 def _turn(
     repository: SessionClaims,
     view: ServiceTurns,
-    session_id: int,
+    session_id: SessionId,
     fields: dict[str, Any],
 ) -> Turn | GenerationOutcome:
     """The service's turn to call now, or why not (SKIPPED, holding nothing): the session
@@ -205,7 +198,7 @@ def _turn(
     return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
 
 
-def _skipped(session_id: int, reason: str, fields: dict[str, Any]) -> GenerationOutcome:
+def _skipped(session_id: SessionId, reason: str, fields: dict[str, Any]) -> GenerationOutcome:
     log_event(logger, logging.INFO, "generation.claim_skipped", **fields, reason=reason)
     return GenerationOutcome(session_id, GenerationResult.SKIPPED, reason=reason)
 

@@ -19,6 +19,7 @@ from jlg_pipeline.domain.models import (
     SetOutcome,
 )
 from jlg_pipeline.domain.programme_actions import SessionFilter
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 
 ATTEMPTS_SHOWN = 50
@@ -43,12 +44,12 @@ class ProgramSessionService:
         """Whether a change of a session's time is written to the schedule outbox."""
         return self._sync.enabled
 
-    def attempts(self, session_id: int) -> list[AttemptRecord]:
+    def attempts(self, session_id: SessionId) -> list[AttemptRecord]:
         """The session's attempt history, newest first (at most 50)."""
         self.get_link_generation(session_id)
         return self._repository.attempts(session_id, ATTEMPTS_SHOWN)
 
-    def changes(self, session_id: int) -> list[IntentChange]:
+    def changes(self, session_id: SessionId) -> list[IntentChange]:
         """Who changed the session's time, newest first (at most 50)."""
         self.get_link_generation(session_id)
         return self._repository.changes(session_id, CHANGES_SHOWN)
@@ -59,7 +60,7 @@ class ProgramSessionService:
         """A page of sessions by id (see ``ProgramSessionRepository.list_sessions``)."""
         return self._repository.list_sessions(where, limit, after_id)
 
-    def get_link_generation(self, session_id: int) -> LinkGenerationState:
+    def get_link_generation(self, session_id: SessionId) -> LinkGenerationState:
         state = self._repository.get_state(session_id)
         if state is None or state.deleted:
             raise SessionNotFound(f"program session {session_id} not found")
@@ -67,7 +68,7 @@ class ProgramSessionService:
 
     def set_link_generation(
         self,
-        session_id: int,
+        session_id: SessionId,
         link_generation_at: datetime | None,
         actor_user_id: int,
         defer: Defer = run_now,

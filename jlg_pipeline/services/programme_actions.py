@@ -10,12 +10,10 @@ the answer, so an interrupted operation is finished, and a retried request answe
 repeating it with the same ``Idempotency-Key``.
 """
 
-from datetime import UTC, datetime
 from uuid import UUID
 
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import (
     IdempotencyKeyReused,
     InvalidInput,
@@ -47,9 +45,6 @@ class ProgrammeActions:
     ) -> OperationResult:
         """Do (or with ``dry_run`` forecast) ``request``. Raises CountChanged (nothing
         changed), TooManySessions, IdempotencyKeyReused (the key names another request)."""
-        key = validation.text(key, "Idempotency-Key", validation.MAX_KEY_CHARS)
-        if request.action.set_at is not None:
-            validation.within_horizon(request.action.set_at, datetime.now(UTC))
         if request.dry_run:
             return self._forecast(request)
         if key is None:
@@ -76,7 +71,7 @@ class ProgrammeActions:
 
     def record(self, program_id: int, operation_id: UUID) -> OperationRecord:
         record = self._operations.record(operation_id)
-        if record is None or record.program_id != validation.program_id(program_id):
+        if record is None or record.program_id != program_id:
             raise OperationNotFound(f"no operation {operation_id} in programme {program_id}")
         return record
 

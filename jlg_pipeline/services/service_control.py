@@ -7,12 +7,10 @@ from datetime import datetime
 
 from jlg_pipeline.adapters.metrics_snapshot import MetricsSnapshot
 from jlg_pipeline.adapters.service_view import ServiceView
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.service_view import ViewState
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
-MAX_OPERATOR_CHARS = 64
 
 
 def shown(snapshot: MetricsSnapshot) -> list[str]:
@@ -56,14 +54,12 @@ def resume(view: ServiceView, by: str) -> tuple[ViewState, ViewState]:
     """Clear a pause or an open breaker (every session the breaker held is due at once), on
     record in the row (``/metrics``' ``jlg_online_session_resumed_timestamp_seconds``) and the
     log; the view before and after."""
-    operator = validation.text(by, "--by", MAX_OPERATOR_CHARS)
-    assert operator is not None
-    before, after = view.resume(operator)
+    before, after = view.resume(by)
     log_event(
         logger,
         logging.WARNING,
         "service.resumed",
-        by=operator,
+        by=by,
         at=after.resumed_at,
         paused_until=before.paused_until,
         down_since=before.down_since,

@@ -10,7 +10,6 @@ from datetime import datetime
 from functools import partial
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.models import (
@@ -20,6 +19,7 @@ from jlg_pipeline.domain.models import (
     SessionResult,
     SweepReport,
 )
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import Gate
@@ -43,7 +43,6 @@ def sweep_overdue_sessions(
 
     ``left_behind`` counts the due sessions beyond the limit, for the next sweep.
     """
-    limit = validation.positive_limit(limit, "batchLimit")
     due_total = repository.count_due_for_fallback_generation()
     candidates = repository.find_due_for_fallback_generation(limit)
     return _generate_batch(
@@ -89,7 +88,6 @@ def backfill_window(
     """Generate for the due, not-COMPLETED sessions whose time falls in [start, end), at most
     ``limit``, up to ``concurrency`` at once; ``left_behind`` counts the rest (launch the
     partition again to take them)."""
-    limit = validation.positive_limit(limit, "limit")
     due_total = repository.count_due_in_window(start, end)
     candidates = repository.find_due_in_window(start, end, limit)
     return _generate_batch(
@@ -258,7 +256,7 @@ def _generate_next(then: Drain) -> list[SessionResult]:
 
 
 def _result_of(
-    attempt: Callable[[], GenerationOutcome | None], session_id: int | None
+    attempt: Callable[[], GenerationOutcome | None], session_id: SessionId | None
 ) -> SessionResult | None:
     """One pass through the gate as a session's result (for the session it acted on), or None
     when it acted on none (an unexpected error with no session named: logged)."""

@@ -129,8 +129,8 @@ def test_a_shared_run_killed_mid_way_leaves_no_session_behind_or_twice(
             outcomes = [a.outcome.value for a in repository.attempts(sid)]
             assert outcomes.count("COMPLETED") == 1, (sid, outcomes)
             assert set(outcomes) <= {"COMPLETED", "RECLAIMED"}, (sid, outcomes)
-        for sid in done_before:
-            assert online.calls_for(sid) == 1, "generated before the kill: never again"
+        for generated_id in done_before:
+            assert online.calls_for(generated_id) == 1, "generated before the kill: never again"
         event_runs = {
             a.run_id for sid in ids for a in repository.attempts(sid) if a.trigger == "event"
         }

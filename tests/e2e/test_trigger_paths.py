@@ -16,6 +16,7 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from testkit.factories import add_registrations, create_session, force_state
 from tests.e2e.conftest import Stack
@@ -59,7 +60,7 @@ def test_event_fires_and_completes(engine: Engine, start_stack: Callable[..., St
     assert stack.aws.client("scheduler").list_schedules()["Schedules"] == [], (
         "ActionAfterCompletion"
     )
-    [attempt] = ProgramSessionRepository(engine).attempts(sid)
+    [attempt] = ProgramSessionRepository(engine).attempts(SessionId(sid))
     assert attempt.trigger == "event", "the sensor's tick asked for the run: Dagster says so"
 
     # A person copies that run's tags, its tick included, into the Launchpad.
@@ -97,7 +98,7 @@ def test_a_near_time_completes_through_a_direct_run(
     assert stack.standin.delivered == 0
     [run] = [r for r in stack.runs() if r.tags.get("jlg/session") == str(sid)]
     assert run.tags["jlg/trigger"] == "direct"
-    [attempt] = ProgramSessionRepository(engine).attempts(sid)
+    [attempt] = ProgramSessionRepository(engine).attempts(SessionId(sid))
     assert attempt.trigger == "direct"
     assert _bulk_jobs(engine, sid) == 1
 

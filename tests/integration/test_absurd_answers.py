@@ -21,7 +21,7 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.cli import main
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
-from jlg_pipeline.domain.models import GenerationResult, Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
@@ -57,7 +57,11 @@ def _generate(
     with HttpRegistrar(service.url, "svc-token-absurd", timeout_s=5) as registrar:
         try:
             outcome = generate_for_session(
-                sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+                BulkRegisterRequest.parse(sid),
+                repository=repository,
+                registrar=registrar,
+                trigger=Trigger.EVENT,
+                view=view,
             )
         except GenerationFailed as failed:
             return sid, failed

@@ -12,8 +12,9 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import GenerationFailed, RegistrarRejected
-from jlg_pipeline.domain.models import AttemptOutcome, Claim, Trigger
+from jlg_pipeline.domain.models import AttemptOutcome, BulkRegisterRequest, Claim, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
@@ -41,10 +42,14 @@ def test_a_failure_then_a_success_leave_two_records_newest_first(
     failing = RecordingRegistrar(error=RegistrarRejected("bulkRegister answered 422 (GONE)"))
     with pytest.raises(GenerationFailed):
         generate_for_session(
-            sid, repository=repository, registrar=failing, trigger=Trigger.EVENT, run_id="run-1"
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=failing,
+            trigger=Trigger.EVENT,
+            run_id="run-1",
         )
     done = generate_for_session(
-        sid,
+        BulkRegisterRequest.parse(sid),
         repository=repository,
         registrar=RecordingRegistrar(total=25),
         trigger=Trigger.CRON,
@@ -83,7 +88,7 @@ def _reclaimed(engine: Engine) -> tuple[ProgramSessionRepository, int, Claim, Cl
 
 def test_a_stale_reclaim_closes_the_abandoned_attempt(engine: Engine) -> None:
     repository, sid, _, _ = _reclaimed(engine)
-    newest, abandoned = repository.attempts(sid)
+    newest, abandoned = repository.attempts(SessionId(sid))
     assert (abandoned.attempt, abandoned.outcome) == (1, AttemptOutcome.RECLAIMED)
     assert abandoned.finished_at is not None
     assert (newest.attempt, newest.outcome) == (2, AttemptOutcome.IN_PROGRESS)
@@ -98,7 +103,7 @@ def test_a_zombies_late_result_is_kept_on_its_own_record_whose_outcome_stays(
     before = session_row(engine, sid)
     assert not repository.mark_completed(zombie, "job-old", 9)
     assert session_row(engine, sid) == before
-    newest, old = repository.attempts(sid)
+    newest, old = repository.attempts(SessionId(sid))
     assert (newest.outcome, newest.job_id, newest.total) == (
         AttemptOutcome.COMPLETED,
         "job-new",

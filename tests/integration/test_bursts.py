@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,7 @@ from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_shared_generation_job
 from jlg_pipeline.orchestration.run_requests import covering, requests_for
@@ -93,12 +95,12 @@ def _sessions_of(request: RunRequest) -> list[int]:
     return [s["programSessionId"] for s in config]
 
 
-def _send_burst(aws: Aws, session_ids: list[int], duplicates: list[int]) -> None:
+def _send_burst(aws: Aws, session_ids: Sequence[int], duplicates: Sequence[int]) -> None:
     for sid in [*session_ids, *duplicates]:
         aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=json.dumps(build_message(sid, 7)))
 
 
-def _due_sessions(engine: Engine, count: int) -> list[int]:
+def _due_sessions(engine: Engine, count: int) -> list[SessionId]:
     ids = [create_session(engine) for _ in range(count)]
     for sid in ids:
         force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=-1))
@@ -138,7 +140,7 @@ def test_a_burst_shares_runs_and_generates_every_session_once(
     repository = ProgramSessionRepository(engine)
     for sid in ids:
         assert session_row(engine, sid)["link_generation_status"] == "COMPLETED"
-        [attempt] = repository.attempts(sid)
+        [attempt] = repository.attempts(SessionId(sid))
         # Run here in-process, not by the daemon: no tick of Dagster's asked for it, so the
         # run is a hand launch whatever its tags say (the daemon's: tests/e2e).
         assert (attempt.trigger, attempt.run_id, attempt.outcome.value) == (
@@ -310,7 +312,7 @@ def test_one_failing_session_leaves_the_others_of_its_shared_run_completed(
         assert status == ("FAILED" if sid == broken else "COMPLETED")
     failed = session_row(engine, broken)
     assert failed["link_generation_last_error"].startswith("RegistrarRejected")
-    [attempt] = ProgramSessionRepository(engine).attempts(broken)
+    [attempt] = ProgramSessionRepository(engine).attempts(SessionId(broken))
     assert (attempt.outcome.value, attempt.run_id) == ("FAILED", outcome.run_id)
 
     sweep = join_link_fallback_sweep_job.execute_in_process(
@@ -321,7 +323,9 @@ def test_one_failing_session_leaves_the_others_of_its_shared_run_completed(
 
     assert sweep.success
     assert session_row(engine, broken)["link_generation_status"] == "COMPLETED"
-    assert [a.outcome.value for a in ProgramSessionRepository(engine).attempts(broken)] == [
+    assert [
+        a.outcome.value for a in ProgramSessionRepository(engine).attempts(SessionId(broken))
+    ] == [
         "COMPLETED",
         "FAILED",
     ]

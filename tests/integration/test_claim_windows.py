@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.constants import STALE_MS, TimingWindows
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session, force_state, session_row
 
 S = LinkGenerationStatus
@@ -121,4 +122,4 @@ def test_get_state_reports_staleness_and_due(
         4,
         False,
     )
-    assert repository.get_state(sid + 999) is None
+    assert repository.get_state(SessionId(sid + 999)) is None

@@ -17,6 +17,7 @@ from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.models import AttemptOutcome, BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.run_records import COUNT_TAGS
@@ -261,7 +262,7 @@ def test_invalid_run_config_fails_without_writing(engine: Engine, db_url: str) -
     assert session_row(engine, sid) == before
 
 
-def _overdue(engine: Engine, count: int, minutes_back: int = 60) -> list[int]:
+def _overdue(engine: Engine, count: int, minutes_back: int = 60) -> list[SessionId]:
     ids = []
     for i in range(count):
         sid = create_session(engine, online=False)

@@ -36,6 +36,7 @@ from jlg_pipeline.domain.models import (
     Trigger,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row
@@ -89,7 +90,10 @@ def test_a_result_survives_a_failover_between_bulk_register_and_its_mark(
     with HttpRegistrar(online_session.url, "svc-token", timeout_s=5) as http:
         registrar = FailsOverAfterAnswering(http, proxy, [(Mode.REFUSING, 3.0)])
         outcome = generate_for_session(
-            sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=registrar,
+            trigger=Trigger.EVENT,
         )
     faulty.dispose()
     assert outcome.result is GenerationResult.COMPLETED
@@ -192,7 +196,7 @@ def test_a_silent_database_fails_each_call_within_its_bound_and_heals(
 
 def _answers(repository: ProgramSessionRepository, sid: int) -> bool:
     try:
-        return repository.get_state(sid) is not None
+        return repository.get_state(SessionId(sid)) is not None
     except DatabaseUnavailable:
         return False
 

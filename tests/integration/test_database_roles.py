@@ -25,7 +25,7 @@ from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, 
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.migrate import migrate
 from jlg_pipeline.services.generation import bind_gate, generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
@@ -160,7 +160,7 @@ def test_the_application_does_its_work_with_the_documented_grants_and_no_more(
                 {"id": near},
             )
         outcome = generate_for_session(
-            near,
+            BulkRegisterRequest.parse(near),
             repository=repository,
             registrar=RecordingRegistrar(total=4),
             trigger=Trigger.DIRECT,

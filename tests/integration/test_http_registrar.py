@@ -16,6 +16,7 @@ from devstack.ports import free_port
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar, error_code, shares_secret
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.validation import SessionId
 
 TOKEN = "svc-token-7f3a9c"
 
@@ -33,9 +34,9 @@ def _registrar(url: str, timeout_s: float = 5.0) -> HttpRegistrar:
 def test_success_sends_the_pinned_request(service: OnlineSessionService) -> None:
     with _registrar(service.url) as registrar:
         result = registrar.bulk_register(
-            BulkRegisterRequest(7, role="attendee", batch_size=50, actor_user_id=3)
+            BulkRegisterRequest.parse(7, role="attendee", batch_size=50, actor_user_id=3)
         )
-        registrar.bulk_register(BulkRegisterRequest(8))
+        registrar.bulk_register(BulkRegisterRequest.parse(8))
     assert (result.job_id, result.total) == ("job-7-1", 10)
     first, second = service.received
     assert first["path"] == "/online-session/bulk-register"
@@ -47,7 +48,7 @@ def test_success_sends_the_pinned_request(service: OnlineSessionService) -> None
 def test_numeric_job_id_is_kept_as_text(service: OnlineSessionService) -> None:
     service.answer = Answer(body=b'{"jobId": 123, "total": 0, "extra": true}')
     with _registrar(service.url) as registrar:
-        assert registrar.bulk_register(BulkRegisterRequest(1)).job_id == "123"
+        assert registrar.bulk_register(BulkRegisterRequest.parse(1)).job_id == "123"
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
@@ -57,7 +58,7 @@ def test_408_429_and_5xx_are_retryable(service: OnlineSessionService, status: in
         _registrar(service.url) as registrar,
         pytest.raises(RegistrarUnavailable, match=str(status)),
     ):
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def test_retry_after_is_kept(
 ) -> None:
     service.answer = Answer(status=429, body=b"{}", headers={"Retry-After": header})
     with _registrar(service.url) as registrar, pytest.raises(RegistrarUnavailable) as raised:
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
     assert raised.value.retry_after_s == seconds
 
 
@@ -90,7 +91,7 @@ def test_retry_after_as_an_http_date(service: OnlineSessionService) -> None:
     when = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
     service.answer = Answer(status=503, body=b"{}", headers={"Retry-After": when})
     with _registrar(service.url) as registrar, pytest.raises(RegistrarUnavailable) as raised:
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
     assert raised.value.retry_after_s is not None
     assert 25 <= raised.value.retry_after_s <= 31
 
@@ -102,7 +103,7 @@ def test_a_slow_answer_hits_the_deadline(service: OnlineSessionService) -> None:
         _registrar(service.url, timeout_s=0.5) as registrar,
         pytest.raises(RegistrarUnavailable, match="deadline"),
     ):
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
     assert time.monotonic() - started < 2.0
 
 
@@ -114,12 +115,12 @@ def test_the_stand_in_keeps_its_own_rate_limit(service: OnlineSessionService) ->
     with _registrar(service.url) as registrar:
         for sid in range(1, 9):
             try:
-                registrar.bulk_register(BulkRegisterRequest(sid))
+                registrar.bulk_register(BulkRegisterRequest.parse(sid))
                 outcomes.append("ok")
             except RegistrarUnavailable as exc:
                 outcomes.append(f"{exc.retry_after_s:g}")
         time.sleep(1.05)
-        registrar.bulk_register(BulkRegisterRequest(9))
+        registrar.bulk_register(BulkRegisterRequest.parse(9))
     assert outcomes == ["ok"] * 5 + ["1"] * 3
     assert [c["status"] for c in service.received] == [200] * 5 + [429] * 3 + [200]
 
@@ -129,7 +130,7 @@ def test_a_hung_stand_in_answers_once_it_heals(service: OnlineSessionService) ->
     service heals, the answer is that job."""
     healed = threading.Event()
     service.answer = Answer(until=healed)
-    request = BulkRegisterRequest(1, idempotency_key="join-link-1@2026-12-05T12:00:00Z")
+    request = BulkRegisterRequest(SessionId(1), idempotency_key="join-link-1@2026-12-05T12:00:00Z")
     with _registrar(service.url, timeout_s=0.5) as registrar:
         with pytest.raises(RegistrarUnavailable, match="deadline"):
             registrar.bulk_register(request)
@@ -146,7 +147,7 @@ def test_a_trickling_answer_hits_the_overall_deadline(service: OnlineSessionServ
         _registrar(service.url, timeout_s=1.5) as registrar,
         pytest.raises(RegistrarUnavailable, match="deadline"),
     ):
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
     elapsed = time.monotonic() - started
     assert 1.4 <= elapsed < 2.5, elapsed
 
@@ -158,7 +159,7 @@ def test_an_answer_over_64_kib_is_refused_while_reading(service: OnlineSessionSe
         _registrar(service.url) as registrar,
         pytest.raises(RegistrarUnavailable, match="more than 65536 bytes"),
     ):
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
 
 
 def test_connection_refused_is_retryable() -> None:
@@ -166,14 +167,14 @@ def test_connection_refused_is_retryable() -> None:
         _registrar(f"http://127.0.0.1:{free_port()}") as registrar,
         pytest.raises(RegistrarUnavailable, match="could not complete"),
     ):
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422])
 def test_other_non_2xx_is_not_retryable(service: OnlineSessionService, status: int) -> None:
     service.answer = Answer(status=status, body=b'{"message": "no"}')
     with _registrar(service.url) as registrar, pytest.raises(RegistrarRejected, match=str(status)):
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
 
 
 @pytest.mark.parametrize(
@@ -194,7 +195,7 @@ def test_errors_keep_the_status_and_a_short_code_only(
 ) -> None:
     service.answer = Answer(status=400, body=body)
     with _registrar(service.url) as registrar, pytest.raises(RegistrarRejected) as raised:
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
     assert str(raised.value) == f"bulkRegister {described}"
 
 
@@ -203,7 +204,7 @@ def test_an_answer_echoing_our_token_never_reaches_the_error(
 ) -> None:
     service.answer = Answer(status=400, echo_request=True)
     with _registrar(service.url) as registrar, pytest.raises(RegistrarRejected) as raised:
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
     assert TOKEN in str(service.received[0]["headers"])
     assert TOKEN not in str(raised.value)
     assert "Bearer" not in str(raised.value)
@@ -229,7 +230,7 @@ def test_malformed_answer_is_not_retryable(service: OnlineSessionService, body: 
         _registrar(service.url) as registrar,
         pytest.raises(RegistrarRejected, match="without a valid"),
     ):
-        registrar.bulk_register(BulkRegisterRequest(1))
+        registrar.bulk_register(BulkRegisterRequest.parse(1))
 
 
 @pytest.mark.parametrize(("url", "token"), [("ftp://x", "t"), ("http://x", "")])

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import GenerationResult, Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row
@@ -34,7 +34,10 @@ def test_a_bulk_register_slower_than_three_stale_windows_keeps_its_claim(
     first = threading.Thread(
         target=lambda: outcomes.append(
             generate_for_session(
-                sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT
+                BulkRegisterRequest.parse(sid),
+                repository=repository,
+                registrar=registrar,
+                trigger=Trigger.EVENT,
             )
         )
     )
@@ -46,7 +49,10 @@ def test_a_bulk_register_slower_than_three_stale_windows_keeps_its_claim(
         time.sleep(STALE_MS / 2000)
         skips.append(
             generate_for_session(
-                sid, repository=repository, registrar=registrar, trigger=Trigger.CRON
+                BulkRegisterRequest.parse(sid),
+                repository=repository,
+                registrar=registrar,
+                trigger=Trigger.CRON,
             )
         )
     registrar.release.set()

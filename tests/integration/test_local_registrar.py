@@ -79,7 +79,7 @@ def test_missing_or_deleted_session_is_rejected(engine: Engine) -> None:
     sid = create_session(engine)
     registrar = EmbeddedRegistrar(engine)
     with pytest.raises(RegistrarRejected):
-        registrar.bulk_register(BulkRegisterRequest(sid + 50))
+        registrar.bulk_register(BulkRegisterRequest.parse(sid + 50))
     force_state(engine, sid, LinkGenerationStatus.SCHEDULED, deleted=True)
     with pytest.raises(RegistrarRejected):
         registrar.bulk_register(BulkRegisterRequest(sid))
@@ -91,8 +91,8 @@ def test_missing_or_deleted_session_is_rejected(engine: Engine) -> None:
 )
 def test_bad_request_is_refused_before_any_write(engine: Engine, fields: dict[str, Any]) -> None:
     create_session(engine)
-    with pytest.raises(InvalidInput):  # a bad request cannot even be made
-        EmbeddedRegistrar(engine).bulk_register(BulkRegisterRequest(**fields))
+    with pytest.raises(InvalidInput):  # a bad request cannot even be parsed
+        EmbeddedRegistrar(engine).bulk_register(BulkRegisterRequest.parse(**fields))
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(local_bulk_job)).scalar_one() == 0
 

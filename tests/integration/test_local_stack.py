@@ -19,6 +19,7 @@ from jlg_pipeline.cli import main
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.validation import SessionId
 from tests.support.web import SECRET
 
 
@@ -31,7 +32,9 @@ def _call(env: dict[str, str], engine: Engine) -> object:
         token=settings.online_session_token,
         timeout_s=5,
     ) as registrar:
-        return registrar.bulk_register(BulkRegisterRequest(1, idempotency_key="join-link-1@x"))
+        return registrar.bulk_register(
+            BulkRegisterRequest(SessionId(1), idempotency_key="join-link-1@x")
+        )
 
 
 @pytest.mark.parametrize(

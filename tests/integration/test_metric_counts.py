@@ -19,6 +19,7 @@ from jlg_pipeline.adapters.metric_counts import Counts, fold, read_counts
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.status import ARMED_STATUSES, LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session
 
 STATUSES = [s.value for s in LinkGenerationStatus]
@@ -102,7 +103,7 @@ class Operations(RuleBasedStateMachine):
 
         def arming(sid: int, offset: int) -> Any:
             return lambda: self.repository.set_link_generation(
-                sid, now + timedelta(seconds=offset), 7
+                SessionId(sid), now + timedelta(seconds=offset), 7
             )
 
         self._at_once(*(arming(self.random.choice(ids), s) for s in offsets))
@@ -112,7 +113,9 @@ class Operations(RuleBasedStateMachine):
         ids = self.sessions()
         if ids:
             sid = self.random.choice(ids)
-            won = self._at_once(*[lambda: self.repository.claim(sid, trigger, "run")] * racers)
+            won = self._at_once(
+                *[lambda: self.repository.claim(SessionId(sid), trigger, "run")] * racers
+            )
             self.claims += [c for c in won if c is not None]
 
     @rule(completed=st.booleans(), also_fold=st.booleans())
@@ -204,7 +207,7 @@ def test_folds_racing_each_other_and_writers_lose_and_double_nothing(engine: Eng
     before = sum(full_count(engine).attempts.values())
 
     def close(sid: int) -> None:
-        claim = repository.claim(sid, Trigger.EVENT, "run")
+        claim = repository.claim(SessionId(sid), Trigger.EVENT, "run")
         assert claim is not None
         repository.mark_completed(claim, "job", 1)
 

@@ -14,6 +14,7 @@ from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import generate_each
@@ -23,7 +24,7 @@ from tests.support.fakes import RecordingRegistrar
 S = LinkGenerationStatus
 
 
-def _waiting(engine: Engine, program_id: int, *seconds_ago: float) -> list[int]:
+def _waiting(engine: Engine, program_id: int, *seconds_ago: float) -> list[SessionId]:
     """SCHEDULED sessions of ``program_id`` due that many seconds ago, in that order."""
     ids = []
     for ago in seconds_ago:
@@ -83,7 +84,7 @@ def test_a_claim_of_its_own_session_sends_its_programme_back_too(
     other = _waiting(engine, 32, 20)
     SessionQueue(engine).refresh()
     _prefer(engine, recovery=False)
-    assert repository.claim(first[0], Trigger.EVENT, "run-own") is not None
+    assert repository.claim(SessionId(first[0]), Trigger.EVENT, "run-own") is not None
 
     assert _drain(repository) == [other[0], first[1]]
 
@@ -149,8 +150,8 @@ def test_the_options_recorded_for_a_cycle_travel_with_its_claim_and_not_past_a_r
     queue = SessionQueue(engine)
     queue.record(
         [
-            BulkRegisterRequest(asked, role="host", batch_size=7, actor_user_id=9),
-            BulkRegisterRequest(re_armed, role="host", actor_user_id=9),
+            BulkRegisterRequest.parse(asked, role="host", batch_size=7, actor_user_id=9),
+            BulkRegisterRequest.parse(re_armed, role="host", actor_user_id=9),
         ]
     )
     force_state(engine, re_armed, S.SCHEDULED, at_offset=timedelta(seconds=-5))
@@ -159,9 +160,9 @@ def test_the_options_recorded_for_a_cycle_travel_with_its_claim_and_not_past_a_r
     second = repository.claim_next(Trigger.EVENT, "run-o")
 
     assert first is not None
-    assert first.request == BulkRegisterRequest(asked, "host", 7, 9)
+    assert first.request == BulkRegisterRequest.parse(asked, "host", 7, 9)
     assert second is not None
-    assert second.request == BulkRegisterRequest(re_armed)
+    assert second.request == BulkRegisterRequest.parse(re_armed)
 
 
 def test_concurrent_workers_claim_each_waiting_cycle_exactly_once(
@@ -208,7 +209,7 @@ def test_two_runs_draining_the_queue_call_each_session_once_with_its_recorded_op
     them, and the call carries the options its cycle was recorded with."""
     cohort = _waiting(engine, 91, *[40 - i for i in range(10)])
     small = _waiting(engine, 92, 15, 14)
-    SessionQueue(engine).record([BulkRegisterRequest(sid, "host", 7, 42) for sid in small])
+    SessionQueue(engine).record([BulkRegisterRequest.parse(sid, "host", 7, 42) for sid in small])
     SessionQueue(engine).refresh()
     _prefer(engine, recovery=False)
     registrar = RecordingRegistrar()

@@ -7,7 +7,7 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import GenerationFailed, RegistrarUnavailable
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, online_snapshot
@@ -45,11 +45,19 @@ def test_every_kind_of_write_leaves_the_online_session_alone(
     unchanged()
     force_state(engine, sid, S.SCHEDULED)
     generate_for_session(
-        sid, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.EVENT
+        BulkRegisterRequest.parse(sid),
+        repository=repository,
+        registrar=RecordingRegistrar(),
+        trigger=Trigger.EVENT,
     )
     unchanged()
     force_state(engine, sid, S.SCHEDULED)
     failing = RecordingRegistrar(error=RegistrarUnavailable("down"))
     with pytest.raises(GenerationFailed):
-        generate_for_session(sid, repository=repository, registrar=failing, trigger=Trigger.CRON)
+        generate_for_session(
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=failing,
+            trigger=Trigger.CRON,
+        )
     unchanged()

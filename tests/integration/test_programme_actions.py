@@ -4,7 +4,7 @@ skipped with the reason), the Idempotency-Key, an interrupted operation finished
 chunks of at most 500 in one statement each, paced to leave the database to the others, the
 outbox, the operation's record, and the listing's filter."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
@@ -50,7 +50,7 @@ def http(db_url: str, aws: Aws) -> Iterator[TestClient]:
         yield client
 
 
-def _times(engine: Engine, ids: list[int]) -> dict[int, datetime | None]:
+def _times(engine: Engine, ids: Sequence[int]) -> dict[int, datetime | None]:
     return {sid: session_row(engine, sid)["link_generation_at"] for sid in ids}
 
 

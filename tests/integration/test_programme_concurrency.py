@@ -28,6 +28,7 @@ from jlg_pipeline.domain.programme_actions import (
     SessionFilter,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.programme_actions import ProgrammeActions
 from testkit.factories import create_sessions, db_now, session_row
 
@@ -86,7 +87,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
         def __init__(self) -> None:
             super().__init__()
             self.program_id = 0
-            self.ids: list[int] = []
+            self.ids: list[SessionId] = []
             self.model: dict[int, State] = {}
             self.claims: dict[int, Claim] = {}
             self.now = db_now(engine)
@@ -161,7 +162,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
             new_at = None if hours is None else now + hours * HOUR
 
             def run() -> bool:
-                repository.set_link_generation(target, new_at, 7, future_only=True)
+                repository.set_link_generation(SessionId(target), new_at, 7, future_only=True)
                 return True
 
             def model(sid: int, state: State) -> State:
@@ -175,7 +176,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
             now = self.now
 
             def run() -> bool:
-                claim = repository.claim(target)
+                claim = repository.claim(SessionId(target))
                 if claim is not None:
                     self.claims[target] = claim
                 return True

@@ -24,6 +24,7 @@ from jlg_pipeline.domain.constants import ON_TIME_MS, RECOVERY_EVERY
 from jlg_pipeline.domain.models import Claim, GenerationResult, Trigger
 from jlg_pipeline.domain.service_view import Budget, Health
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.generation import generate_next
 from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
@@ -162,7 +163,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
             if not idle:
                 return
             sid = data.draw(st.sampled_from(sorted(idle)))
-            repo.set_link_generation(sid, None, 7)
+            repo.set_link_generation(SessionId(sid), None, 7)
             w = self.sessions[sid]
             w.status, w.waits = S.NOT_SCHEDULED, False
 

@@ -20,6 +20,7 @@ from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import schedule_outbox
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.schedule_sync import (
     SYNC_JOB,
@@ -60,7 +61,7 @@ def _sync(engine: Engine, scheduler: Any) -> ScheduleSync:
 
 def _arm(engine: Engine, scheduler: Any, sid: int, at: datetime) -> None:
     service = ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, scheduler))
-    service.set_link_generation(sid, at, 7)
+    service.set_link_generation(SessionId(sid), at, 7)
 
 
 def _make_due(engine: Engine) -> None:

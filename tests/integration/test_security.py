@@ -57,7 +57,7 @@ def test_an_upstream_answer_echoing_our_token_is_stored_and_logged_without_it(
         registrar = HttpRegistrar(service.url, UPSTREAM_TOKEN, timeout_s=5)
         with caplog.at_level(logging.DEBUG), pytest.raises(NonRetryableGenerationFailed) as failed:
             generate_for_session(
-                sid,
+                BulkRegisterRequest.parse(sid),
                 repository=ProgramSessionRepository(engine),
                 registrar=registrar,
                 trigger=Trigger.EVENT,
@@ -157,11 +157,10 @@ def test_a_forged_actor_never_reaches_updated_by(engine: Engine, http: TestClien
     ).is_success
     time.sleep(2.1)
     outcome = generate_for_session(
-        sid,
+        BulkRegisterRequest.parse(sid, actor_user_id=999999),
         repository=ProgramSessionRepository(engine),
         registrar=_Recording(),
         trigger=Trigger.EVENT,
-        actor_user_id=999999,
     )
     assert outcome.result.value == "completed"
     assert session_row(engine, sid)["updated_by"] == 7

@@ -7,6 +7,7 @@ service as a whole held is due again the moment the service is."""
 
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -42,6 +43,7 @@ from jlg_pipeline.domain.service_view import (
     Verdict,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
@@ -223,13 +225,16 @@ def _generate(
     """The result, or for a failure the wait it was left with."""
     try:
         return generate_for_session(
-            sid, repository=repository, registrar=registrar, trigger=Trigger.WATCHDOG
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=registrar,
+            trigger=Trigger.WATCHDOG,
         ).result
     except RetryableGenerationFailed as exc:
         return exc.retry_in_s
 
 
-def _due(engine: Engine, count: int) -> list[int]:
+def _due(engine: Engine, count: int) -> list[SessionId]:
     ids = [create_session(engine) for _ in range(count)]
     for sid in ids:
         force_state(engine, sid, S.SCHEDULED)
@@ -247,7 +252,7 @@ def test_a_429_pauses_the_service_and_no_session_calls_until_it_is_over(
     assert rest == [GenerationResult.SKIPPED] * 4, "paused: nothing claimed, nothing called"
     assert len(registrar.calls) == 1
     assert [session_row(engine, s)["link_generation_status"] for s in sids[1:]] == ["SCHEDULED"] * 4
-    assert repository.attempts(sids[1]) == [], "a paused session costs no attempt"
+    assert repository.attempts(SessionId(sids[1])) == [], "a paused session costs no attempt"
 
     # The pause ends and the service is back: one probe, then everyone.
     registrar.throttling = False
@@ -322,11 +327,15 @@ def test_a_pause_that_begins_while_a_caller_sleeps_to_its_slot_is_kept(
     other = ServiceView(engine, budget).take_turn()  # the slot now: this one's is 0.5 s away
     view = PausedRightAfterATurn(engine, budget, other, pause_s=1.0)
     registrar = BrieflyThrottled()
-    registrar.calls.append(BulkRegisterRequest(sid))  # its first call is over: it answers
+    registrar.calls.append(BulkRegisterRequest.parse(sid))  # its first call is over: it answers
     began = time.monotonic()
 
     outcome = generate_for_session(
-        sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+        BulkRegisterRequest.parse(sid),
+        repository=repository,
+        registrar=registrar,
+        trigger=Trigger.EVENT,
+        view=view,
     )
 
     assert outcome.result is GenerationResult.COMPLETED
@@ -347,7 +356,11 @@ def test_a_long_pause_that_begins_after_a_callers_turn_stops_its_call(
 
     with pytest.raises(RetryableGenerationFailed, match="not called") as failed:
         generate_for_session(
-            sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=registrar,
+            trigger=Trigger.EVENT,
+            view=view,
         )
 
     assert failed.value.retry_in_s == 0
@@ -441,7 +454,7 @@ class RecordingView(ServiceView):
 
 
 def _timed_run(
-    engine: Engine, repository: ProgramSessionRepository, sids: list[int], threads: int
+    engine: Engine, repository: ProgramSessionRepository, sids: Sequence[int], threads: int
 ) -> tuple[list[GenerationResult], list[datetime], float]:
     """Each session through the gate from ``threads`` threads at 4 calls a second; the results,
     each call's slot (the database's clock), checked against the budget, that no call started
@@ -462,7 +475,11 @@ def _timed_run(
 
     def one(sid: int) -> GenerationResult:
         return generate_for_session(
-            sid, repository=repository, registrar=Timed(), trigger=Trigger.EVENT, view=view
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=Timed(),
+            trigger=Trigger.EVENT,
+            view=view,
         ).result
 
     with ThreadPoolExecutor(threads) as pool:
@@ -510,7 +527,10 @@ def test_a_session_the_service_held_is_due_for_the_watchdog_at_once(
     force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-5))
     with pytest.raises(RetryableGenerationFailed):
         generate_for_session(
-            sid, repository=repository, registrar=Throttled(), trigger=Trigger.EVENT
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=Throttled(),
+            trigger=Trigger.EVENT,
         )
     assert SessionQueue(engine).attendance(60).unattended, "its retry is due at once"
     assert session_row(engine, sid)["link_generation_status"] == "FAILED"
@@ -539,7 +559,11 @@ def test_a_session_that_cannot_be_claimed_spends_no_slot_of_the_budget(
     registrar = RecordingRegistrar()
     for sid in ids:
         outcome = generate_for_session(
-            sid, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+            BulkRegisterRequest.parse(sid),
+            repository=repository,
+            registrar=registrar,
+            trigger=Trigger.EVENT,
+            view=view,
         )
         assert outcome.result is GenerationResult.SKIPPED, outcome
     assert registrar.calls == []
@@ -560,18 +584,26 @@ def test_a_turn_whose_claim_was_lost_goes_to_the_callers_next_session(
     class RaceLost(ServiceView):
         def take_turn(self) -> Turn:
             turn = super().take_turn()
-            repository.claim(lost, Trigger.WATCHDOG)  # the other run wins meanwhile
+            repository.claim(SessionId(lost), Trigger.WATCHDOG)  # the other run wins meanwhile
             return turn
 
     view = RaceLost(engine, budget)
     registrar = RecordingRegistrar()
     first = generate_for_session(
-        lost, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+        BulkRegisterRequest.parse(lost),
+        repository=repository,
+        registrar=registrar,
+        trigger=Trigger.EVENT,
+        view=view,
     )
     assert first.result is GenerationResult.SKIPPED
     slot_after_the_race = view.look().state.next_slot_at
     second = generate_for_session(
-        next_one, repository=repository, registrar=registrar, trigger=Trigger.EVENT, view=view
+        BulkRegisterRequest.parse(next_one),
+        repository=repository,
+        registrar=registrar,
+        trigger=Trigger.EVENT,
+        view=view,
     )
     assert second.result is GenerationResult.COMPLETED
     assert [r.session_id for r in registrar.calls] == [next_one]

@@ -66,15 +66,15 @@ Action = Callable[[ProgramSessionRepository, int], bool]
 
 def arm(repo: ProgramSessionRepository, sid: int) -> bool:
     at = datetime.now(UTC) + timedelta(days=1)
-    return repo.set_link_generation(sid, at, 42).outcome is SetOutcome.UPDATED
+    return repo.set_link_generation(SessionId(sid), at, 42).outcome is SetOutcome.UPDATED
 
 
 def clear(repo: ProgramSessionRepository, sid: int) -> bool:
-    return repo.set_link_generation(sid, None, 42).outcome is SetOutcome.UPDATED
+    return repo.set_link_generation(SessionId(sid), None, 42).outcome is SetOutcome.UPDATED
 
 
 def claim(repo: ProgramSessionRepository, sid: int) -> bool:
-    return repo.claim(sid) is not None
+    return repo.claim(SessionId(sid)) is not None
 
 
 def complete(repo: ProgramSessionRepository, sid: int) -> bool:
@@ -222,7 +222,9 @@ def test_set_refuses_missing_or_deleted(
         force_state(engine, sid, S.SCHEDULED, deleted=True)
         before = session_row(engine, sid)
     target = sid if deleted else sid + 1000
-    result = repository.set_link_generation(target, datetime.now(UTC) + timedelta(hours=1), 1)
+    result = repository.set_link_generation(
+        SessionId(target), datetime.now(UTC) + timedelta(hours=1), 1
+    )
     assert result.outcome is SetOutcome.NOT_FOUND
     assert result.state is None
     if deleted:

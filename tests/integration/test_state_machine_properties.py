@@ -13,6 +13,7 @@ from sqlalchemy import Engine, text
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Claim, SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session, online_snapshot, session_row
 
 S = LinkGenerationStatus
@@ -45,7 +46,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
         @rule(due=st.booleans())
         def arm(self, due: bool) -> None:
             at = datetime.now(UTC) + (timedelta(minutes=-1) if due else timedelta(hours=1))
-            result = repo.set_link_generation(self.sid, at, 1)
+            result = repo.set_link_generation(SessionId(self.sid), at, 1)
             blocked = self.model.status is S.IN_PROGRESS and not self.model.stale
             assert result.outcome is (SetOutcome.IN_PROGRESS if blocked else SetOutcome.UPDATED)
             if not blocked:
@@ -53,7 +54,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
 
         @rule()
         def clear(self) -> None:
-            result = repo.set_link_generation(self.sid, None, 1)
+            result = repo.set_link_generation(SessionId(self.sid), None, 1)
             blocked = self.model.status is S.IN_PROGRESS and not self.model.stale
             assert result.outcome is (SetOutcome.IN_PROGRESS if blocked else SetOutcome.UPDATED)
             if not blocked:
@@ -65,7 +66,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
             claimable = m.due and (
                 m.status in (S.SCHEDULED, S.FAILED) or (m.status is S.IN_PROGRESS and m.stale)
             )
-            claim = repo.claim(self.sid)
+            claim = repo.claim(SessionId(self.sid))
             assert (claim is not None) is claimable
             if claim is not None:
                 assert claim.attempt == m.attempt + 1

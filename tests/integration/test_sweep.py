@@ -13,6 +13,7 @@ from jlg_pipeline.domain.models import (
     Trigger,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import sweep_overdue_sessions
 from testkit.factories import create_session, force_state, session_row
@@ -36,7 +37,7 @@ class FailingFor(RecordingRegistrar):
         return super().bulk_register(request)
 
 
-def _overdue(engine: Engine, count: int, status: S = S.SCHEDULED) -> list[int]:
+def _overdue(engine: Engine, count: int, status: S = S.SCHEDULED) -> list[SessionId]:
     ids = []
     for i in range(count):
         sid = create_session(engine, online=False)

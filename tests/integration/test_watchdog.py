@@ -522,7 +522,11 @@ def test_a_session_the_breaker_held_waits_in_the_queue_and_is_taken_when_the_ser
     for _ in range(BREAKER_FAILURES):
         view.report(Health.UNWELL, None, view.take_turn())
     outcome = generate_for_session(
-        sid, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.EVENT, view=view
+        BulkRegisterRequest.parse(sid),
+        repository=repository,
+        registrar=RecordingRegistrar(),
+        trigger=Trigger.EVENT,
+        view=view,
     )
     assert outcome.result is GenerationResult.SKIPPED
     assert session_row(engine, sid)["link_generation_status"] == "SCHEDULED"

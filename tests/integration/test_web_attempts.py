@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import RegistrarRejected
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row
@@ -43,14 +43,17 @@ def test_attempts_newest_first_in_the_pinned_shape(engine: Engine, http: TestCli
     repository = ProgramSessionRepository(engine)
     with pytest.raises(Exception, match="422"):
         generate_for_session(
-            sid,
+            BulkRegisterRequest.parse(sid),
             repository=repository,
             registrar=RecordingRegistrar(error=RegistrarRejected("bulkRegister answered 422")),
             trigger=Trigger.EVENT,
             run_id="run-a",
         )
     done = generate_for_session(
-        sid, repository=repository, registrar=RecordingRegistrar(total=25), trigger=Trigger.CRON
+        BulkRegisterRequest.parse(sid),
+        repository=repository,
+        registrar=RecordingRegistrar(total=25),
+        trigger=Trigger.CRON,
     )
     response = http.get(_attempts(sid), headers=HEADERS)
     assert response.status_code == 200
@@ -199,7 +202,10 @@ def test_metrics_count_attempts_lateness_and_overdue_sessions(
     late = create_session(engine)
     force_state(engine, late, S.SCHEDULED, at_offset=timedelta(minutes=-10))
     generate_for_session(
-        late, repository=repository, registrar=RecordingRegistrar(), trigger=Trigger.CRON
+        BulkRegisterRequest.parse(late),
+        repository=repository,
+        registrar=RecordingRegistrar(),
+        trigger=Trigger.CRON,
     )
     overdue = create_session(engine)
     force_state(engine, overdue, S.SCHEDULED, at_offset=timedelta(minutes=-6))

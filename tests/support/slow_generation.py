@@ -29,7 +29,7 @@ def main() -> None:
     url, session_id, seconds, stale_ms = sys.argv[1:5]
     engine = create_engine(url)
     outcome = generate_for_session(
-        int(session_id),
+        BulkRegisterRequest.parse(int(session_id)),
         repository=ProgramSessionRepository(engine, TimingWindows(stale_ms=int(stale_ms))),
         registrar=SlowRegistrar(float(seconds)),
         trigger=Trigger.EVENT,

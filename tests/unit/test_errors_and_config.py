@@ -13,6 +13,7 @@ from jlg_pipeline.domain.errors import (
 )
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
 from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
+from jlg_pipeline.domain.validation import SessionId
 
 
 @pytest.mark.parametrize(
@@ -25,8 +26,11 @@ from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
         (RegistrarRejected("400"), False),
         (InvalidInput("bad"), False),
         (ConfigError("no url"), False),
-        (RetryableGenerationFailed("x", session_id=1, attempt=1, retryable=True), True),
-        (NonRetryableGenerationFailed("x", session_id=1, attempt=1, retryable=False), False),
+        (RetryableGenerationFailed("x", session_id=SessionId(1), attempt=1, retryable=True), True),
+        (
+            NonRetryableGenerationFailed("x", session_id=SessionId(1), attempt=1, retryable=False),
+            False,
+        ),
     ],
 )
 def test_one_place_classifies_retry(error: Exception, retryable: bool) -> None:

@@ -13,7 +13,12 @@ from jlg_pipeline.domain.errors import (
     RegistrarUnavailable,
     RetryableGenerationFailed,
 )
-from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, Trigger
+from jlg_pipeline.domain.models import (
+    BulkRegisterRequest,
+    GenerationOutcome,
+    GenerationResult,
+    Trigger,
+)
 from jlg_pipeline.domain.service_view import Health, Hold, Turn, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
 from jlg_pipeline.services.generation import generate_for_session
@@ -29,7 +34,7 @@ def _gate(
     run_id: str | None = None,
 ) -> GenerationOutcome:
     return generate_for_session(
-        7,
+        BulkRegisterRequest.parse(7),
         repository=sessions,
         registrar=registrar or RecordingRegistrar(),
         trigger=Trigger.EVENT,

@@ -127,3 +127,61 @@ def test_no_shipped_module_is_over_400_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+BELOW_THE_EDGES = ("jlg_pipeline/adapters", "jlg_pipeline/services", "jlg_pipeline/bootstrap.py")
+"""Where a value arrives already parsed: the edges (``web/``, a queue message in
+``domain/messages.py``, run config in ``orchestration/``, the CLI) turned it into its type."""
+VALIDATION = ROOT / "jlg_pipeline" / "domain" / "validation.py"
+
+
+def _checks() -> set[str]:
+    """validation's functions that check a value (``SessionId`` is the parsed type itself)."""
+    tree = ast.parse(VALIDATION.read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} - {"shown"}
+
+
+def _check_calls(path: Path, checks: set[str]) -> list[str]:
+    tree = ast.parse(path.read_text())
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "jlg_pipeline.domain.validation"
+        for alias in node.names
+        if alias.name in checks
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            if f.value.id == "validation" and f.attr in checks:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} validation.{f.attr}")
+        elif isinstance(f, ast.Name) and f.id in imported:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {f.id}")
+    return found
+
+
+def test_nothing_below_the_edges_checks_a_value_again() -> None:
+    """Parse once: an id, a time, a limit or a request's options is checked where it enters;
+    the stores and the services take the parsed value and check nothing again."""
+    checks = _checks()
+    assert {"session_id", "actor_user_id", "positive_limit", "aware_datetime"} <= checks
+    files = [
+        p
+        for where in BELOW_THE_EDGES
+        for p in ((ROOT / where).rglob("*.py") if (ROOT / where).is_dir() else [ROOT / where])
+    ]
+    assert files
+    found = [call for path in sorted(files) for call in _check_calls(path, checks)]
+    assert found == []
+
+
+def test_a_request_is_checked_when_parsed_not_each_time_it_is_made() -> None:
+    """``BulkRegisterRequest.parse`` checks; the type itself is a plain record, so a request
+    passed from the queue to the gate to the registrar is not checked three times."""
+    from jlg_pipeline.domain.models import BulkRegisterRequest
+
+    assert not hasattr(BulkRegisterRequest, "__post_init__")
+    assert callable(BulkRegisterRequest.parse)

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 from jlg_pipeline.domain.errors import GenerationFailed
 from jlg_pipeline.domain.models import GenerationResult, SessionResult
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.next_step import next_for_many, next_step, run_headline
 
 NOW = datetime(2026, 12, 4, 14, 30, 5, tzinfo=UTC)
@@ -12,7 +13,7 @@ SWEEP = datetime(2026, 12, 4, 16, 0, tzinfo=UTC)
 
 def _failed(*, retryable: bool, retry_in_s: float | None = None) -> GenerationFailed:
     return GenerationFailed(
-        "boom", session_id=7, attempt=2, retryable=retryable, retry_in_s=retry_in_s
+        "boom", session_id=SessionId(7), attempt=2, retryable=retryable, retry_in_s=retry_in_s
     )
 
 
@@ -44,8 +45,8 @@ def test_a_refusal_waits_for_the_sweep_or_a_person() -> None:
 
 def test_a_run_of_many_says_it_for_each_kind_of_failure() -> None:
     failed = [
-        SessionResult(3, GenerationResult.FAILED, retryable=True, retry_in_s=10),
-        SessionResult(4, GenerationResult.FAILED, retryable=False),
+        SessionResult(SessionId(3), GenerationResult.FAILED, retryable=True, retry_in_s=10),
+        SessionResult(SessionId(4), GenerationResult.FAILED, retryable=False),
     ]
     line = next_for_many(failed, SWEEP)
     assert line == (
@@ -60,9 +61,9 @@ def test_a_run_of_many_names_its_sessions_and_its_soonest_next_try() -> None:
     (ten, then a count) and when the first of them is tried again, and its ``jlg/next`` tag
     says the same, as a one-session run's does."""
     failed = [
-        SessionResult(i, GenerationResult.FAILED, retryable=True, retry_in_s=600 - i)
+        SessionResult(SessionId(i), GenerationResult.FAILED, retryable=True, retry_in_s=600 - i)
         for i in range(1, 13)
-    ] + [SessionResult(99, GenerationResult.FAILED, retryable=False)]
+    ] + [SessionResult(SessionId(99), GenerationResult.FAILED, retryable=False)]
     headline = run_headline(failed, NOW, SWEEP)
     assert headline.text.startswith(
         "13 session(s) failed (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 3 more); the first is tried "
@@ -83,8 +84,8 @@ def test_an_ended_run_never_says_it_tries_again_itself() -> None:
     """A session whose result the run could not record is left claimed when the run ends:
     it waits in the queue again once the claim goes stale, and the run says so, in its first
     line, its tag and the part for each kind, by the one rule (not by ``retryable`` alone)."""
-    unrecorded = SessionResult(5, GenerationResult.FAILED, retryable=True)
-    refused = SessionResult(6, GenerationResult.FAILED, retryable=False)
+    unrecorded = SessionResult(SessionId(5), GenerationResult.FAILED, retryable=True)
+    refused = SessionResult(SessionId(6), GenerationResult.FAILED, retryable=False)
     headline = run_headline([unrecorded], NOW, SWEEP)
     assert headline.text == (
         "1 session(s) failed (5); the first waits in the queue again when this run's claim "

@@ -65,7 +65,7 @@ def test_arming_records_the_change_and_defers_its_fast_path() -> None:
         SetResult(SetOutcome.UPDATED, _state(AT), schedule_version=3)
     )
     deferred: list[Callable[..., Any]] = []
-    state = service.set_link_generation(7, AT, 5, deferred.append)
+    state = service.set_link_generation(SessionId(7), AT, 5, deferred.append)
     assert state.status is LinkGenerationStatus.SCHEDULED
     assert repository.writes == [(7, AT, 5, True)]
     assert len(deferred) == 1
@@ -83,7 +83,7 @@ def test_with_the_scheduler_off_or_unconfigured_nothing_is_recorded(
         ScheduleSync(outbox, FakeScheduler(), target, enabled=target is None),
     )
     deferred: list[Callable[..., Any]] = []
-    service.set_link_generation(7, AT, 5, deferred.append)
+    service.set_link_generation(SessionId(7), AT, 5, deferred.append)
     assert repository.writes == [(7, AT, 5, False)]
     assert deferred == []
 
@@ -100,6 +100,6 @@ def test_refusals_raise_and_defer_nothing(outcome: SetOutcome, error: type[Excep
     service, _, fake = _service(SetResult(outcome))
     deferred: list[Callable[..., Any]] = []
     with pytest.raises(error):
-        service.set_link_generation(7, AT, 5, deferred.append)
+        service.set_link_generation(SessionId(7), AT, 5, deferred.append)
     assert deferred == []
     assert fake.calls == []

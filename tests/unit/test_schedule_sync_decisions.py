@@ -12,13 +12,14 @@ from jlg_pipeline.domain.schedule_sync import (
     ChangeAction,
     PendingChange,
 )
+from jlg_pipeline.domain.validation import SessionId
 
 NOW = datetime(2030, 1, 1, 9, tzinfo=UTC)
 
 
 def _change(fire_in: timedelta | None, tries: int = 0) -> PendingChange:
     fire_at = None if fire_in is None else NOW + fire_in
-    return PendingChange(7, 1, fire_at, 5, tries, NOW)
+    return PendingChange(SessionId(7), 1, fire_at, 5, tries, NOW)
 
 
 @pytest.mark.parametrize(

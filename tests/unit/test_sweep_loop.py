@@ -9,13 +9,14 @@ from hypothesis import strategies as st
 
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, GenerationResult
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.next_step import By, who_tries_again
 from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 from tests.support.logs import fields_of
 
 
 def _requests(*session_ids: int) -> list[BulkRegisterRequest]:
-    return [BulkRegisterRequest(sid) for sid in session_ids]
+    return [BulkRegisterRequest.parse(sid) for sid in session_ids]
 
 
 def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
@@ -27,7 +28,9 @@ def test_each_outcome_is_counted_and_failures_do_not_stop_the_loop(
         session_id = request.session_id
         seen.append(session_id)
         if session_id == 2:
-            raise RetryableGenerationFailed("503", session_id=2, attempt=1, retryable=True)
+            raise RetryableGenerationFailed(
+                "503", session_id=SessionId(2), attempt=1, retryable=True
+            )
         if session_id == 3:
             raise KeyError("a bug")
         result = GenerationResult.SKIPPED if session_id == 4 else GenerationResult.COMPLETED
@@ -61,13 +64,15 @@ def test_only_results_this_run_could_not_record_are_retried_in_it() -> None:
         session_id = request.session_id
         calls[session_id] = calls.get(session_id, 0) + 1
         if session_id == 1 and calls[1] < 3:
-            raise RetryableGenerationFailed("unrecorded", session_id=1, attempt=1, retryable=True)
+            raise RetryableGenerationFailed(
+                "unrecorded", session_id=SessionId(1), attempt=1, retryable=True
+            )
         if session_id == 2:
             raise RetryableGenerationFailed(
-                "503", session_id=2, attempt=1, retryable=True, retry_in_s=20
+                "503", session_id=SessionId(2), attempt=1, retryable=True, retry_in_s=20
             )
         if session_id == 3:
-            raise GenerationFailed("422", session_id=3, attempt=1, retryable=False)
+            raise GenerationFailed("422", session_id=SessionId(3), attempt=1, retryable=False)
         return GenerationOutcome(session_id, GenerationResult.COMPLETED, attempt=1)
 
     waits: list[float] = []
@@ -100,7 +105,7 @@ def test_a_run_of_several_retries_exactly_what_the_one_rule_gives_to_this_run(
     def generate(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         calls.append(request.session_id)
         raise GenerationFailed(
-            "failed", session_id=1, attempt=1, retryable=retryable, retry_in_s=retry_in_s
+            "failed", session_id=SessionId(1), attempt=1, retryable=retryable, retry_in_s=retry_in_s
         )
 
     generate_retrying_unrecorded(
