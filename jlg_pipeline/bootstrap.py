@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -32,7 +33,13 @@ def build_engine(database_url: str, **pool: Any) -> Engine:
 
 
 def build_repository(engine: Engine, windows: TimingWindows) -> ProgramSessionRepository:
+    """The claims, the marks and a session's reads."""
     return ProgramSessionRepository(engine, windows)
+
+
+def build_intent_writes(engine: Engine, windows: TimingWindows) -> IntentWrites:
+    """The admin's writes to a session's time: a PATCH and a programme action's chunks."""
+    return IntentWrites(engine, windows)
 
 
 def build_scheduler(region: str | None, endpoint_url: str | None) -> Scheduler:
@@ -71,7 +78,11 @@ def build_program_session_service(
         settings.scheduler_target,
         enabled=settings.scheduler_enabled,
     )
-    return ProgramSessionService(build_repository(engine, settings.windows), sync)
+    return ProgramSessionService(
+        build_repository(engine, settings.windows),
+        build_intent_writes(engine, settings.windows),
+        sync,
+    )
 
 
 def build_programme_actions(
@@ -79,7 +90,7 @@ def build_programme_actions(
 ) -> ProgrammeActions:
     """Programme actions on ``engine``, recording schedule changes as ``sessions`` does."""
     return ProgrammeActions(
-        build_repository(engine, settings.windows),
+        build_intent_writes(engine, settings.windows),
         ProgrammeOperations(engine),
         record_schedule_changes=sessions.records_schedule_changes,
     )

@@ -18,6 +18,7 @@ from bench.common import (
     strict_option,
     table,
 )
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import program_session
@@ -45,7 +46,7 @@ def add_poison(engine: Engine, count: int) -> None:
 
 
 def explain(engine: Engine, repository: ProgramSessionRepository, limit: int) -> str:
-    statement = repository.fallback_candidates_statement(limit)
+    statement = Candidates(engine).fallback_candidates_statement(limit)
     compiled = statement.compile(engine, compile_kwargs={"render_postcompile": True})
     with engine.connect() as conn:
         return "\n".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params))
@@ -64,7 +65,7 @@ def main() -> None:
         engine = create_engine(url).execution_options(isolation_level="AUTOCOMMIT")
         populate(engine, args.rows, args.due)
         repository = ProgramSessionRepository(engine)
-        assert repository.count_due_for_fallback_generation() == args.due
+        assert Candidates(engine).count_due_for_fallback_generation() == args.due
         plan = explain(engine, repository, 50)
         ids = [r for r in range(1000, 1050)]
 
@@ -73,14 +74,14 @@ def main() -> None:
                 conn.execute(select(program_session).where(program_session.c.id.in_(ids))).all()
 
         def candidates() -> None:
-            assert len(repository.find_due_for_fallback_generation(50)) == 50
+            assert len(Candidates(engine).find_due_for_fallback_generation(50)) == 50
 
         pk = median_seconds(by_primary_key, args.repeat)
         indexed = median_seconds(candidates, args.repeat)
         add_poison(engine, args.poison)
 
         def fresh_first() -> None:
-            found = repository.find_due_for_fallback_generation(50)
+            found = Candidates(engine).find_due_for_fallback_generation(50)
             assert found[0].status.value != "FAILED", "the poison sessions come last"
 
         poisoned = median_seconds(fresh_first, args.repeat)

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     CompoundSelect,
+    Engine,
     Select,
     and_,
     func,
@@ -22,13 +23,15 @@ from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import count_set_aside
 from jlg_pipeline.adapters.session_statements import (
     S,
-    SessionStatements,
+    claimable,
+    due,
     due_session,
     in_fresh_index,
     ms,
     unattended,
 )
 from jlg_pipeline.adapters.tables import program_session as ps
+from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.models import DueSession
 
 
@@ -55,9 +58,15 @@ def armed_by_status() -> CompoundSelect[Any]:
     return union_all(fresh, failed)
 
 
-class CandidateQueries(SessionStatements):
+class Candidates:
+    """The sets a sweep and a backfill take, and how many are left past their bound."""
+
+    def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
+        self._engine = engine
+        self.windows = windows or TimingWindows()
+
     def _fallback_candidates(self) -> ColumnElement[bool]:
-        return and_(overdue(ms(self.windows.grace_ms)), self._claimable())
+        return and_(overdue(ms(self.windows.grace_ms)), claimable(self.windows))
 
     def fallback_candidates_statement(self, limit: int) -> Select[Any]:
         """The sweep's candidates in two tiers, each served by its own partial index:
@@ -129,8 +138,8 @@ class CandidateQueries(SessionStatements):
             ps.c.link_generation_status != S.COMPLETED.value,
             ps.c.link_generation_at >= start,
             ps.c.link_generation_at < end,
-            self._due(),
-            self._claimable(),
+            due(self.windows),
+            claimable(self.windows),
         )
 
     def find_due_in_window(

@@ -35,7 +35,13 @@ from jlg_pipeline.adapters.attempt_history import close_open_attempt
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import record_intent
 from jlg_pipeline.adapters.schedule_outbox import record_change
-from jlg_pipeline.adapters.session_statements import S, SessionStatements, matching
+from jlg_pipeline.adapters.session_statements import (
+    S,
+    matching,
+    stale,
+    state_columns,
+    to_state,
+)
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_operation_session as members
 from jlg_pipeline.domain.constants import (
@@ -71,13 +77,17 @@ def _binds() -> dict[str, BindParameter[Any]]:
     }
 
 
-class IntentWrites(SessionStatements):
+class IntentWrites:
+    """The admin's writes to a session's time: a PATCH's set or clear, a programme action's
+    chunks and its dry run's forecast, each one statement with its intent history."""
+
     clock: Callable[[], float] = staticmethod(time.monotonic)
     pause: Callable[[float], None] = staticmethod(time.sleep)
     """How a programme action's chunk is timed and the database left to others after it."""
 
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
-        super().__init__(engine, windows)
+        self._engine = engine
+        self.windows = windows or TimingWindows()
         one = ps.c.id == bindparam("session_id")
         self._set_statements = {
             (record, future): self._write_statement(one, record, future)
@@ -105,7 +115,10 @@ class IntentWrites(SessionStatements):
                 SetOutcome.OUT_OF_RANGE.value,
             ),
             (
-                and_(ps.c.link_generation_status == S.IN_PROGRESS.value, ~self._stale()),
+                and_(
+                    ps.c.link_generation_status == S.IN_PROGRESS.value,
+                    ~stale(self.windows.stale_ms),
+                ),
                 SetOutcome.IN_PROGRESS.value,
             ),
             else_=null(),
@@ -180,7 +193,7 @@ class IntentWrites(SessionStatements):
                 else_=null(),
             )
         before = (
-            select(*self._state_columns(), new_at.label("new_at"), refusal.label("refusal"))
+            select(*state_columns(self.windows), new_at.label("new_at"), refusal.label("refusal"))
             .where(which)
             .order_by(ps.c.id)
             .with_for_update()
@@ -199,7 +212,9 @@ class IntentWrites(SessionStatements):
                 updated_at=func.now(),
                 updated_by=b["actor"],
             )
-            .returning(*self._state_columns(), before.c.link_generation_at.label("previous_at"))
+            .returning(
+                *state_columns(self.windows), before.c.link_generation_at.label("previous_at")
+            )
             .cte("after")
         )
         # Re-arming or clearing over a stale attempt takes it over: its record closes.
@@ -289,12 +304,12 @@ class IntentWrites(SessionStatements):
         if outcome is SetOutcome.UPDATED:
             return SetResult(
                 outcome,
-                self._to_state(row, "after_"),
+                to_state(row, "after_"),
                 schedule_version=row._mapping.get("schedule_version"),
             )
         if outcome is SetOutcome.NOT_FOUND:
             return SetResult(outcome)
-        return SetResult(outcome, self._to_state(row, "before_"))
+        return SetResult(outcome, to_state(row, "before_"))
 
     def act_on_chunk(
         self,

@@ -22,6 +22,7 @@ of who is next.
   whether any worker is alive: it reads our tables, never Dagster's runs or events.
 """
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,9 @@ from jlg_pipeline.adapters.tables import session_queue as queued
 from jlg_pipeline.domain.constants import ON_TIME_MS, RECOVERY_EVERY, TimingWindows
 from jlg_pipeline.domain.models import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
+from jlg_pipeline.log import describe, log_event
+
+logger = logging.getLogger(__name__)
 
 PROGRAMMES_LOOKED_AT = 64
 CANDIDATES_PER_PROGRAMME = 4
@@ -303,3 +307,18 @@ def _due_from(due: Any, earliest: bool = True) -> Any:
         set_={"next_due_at": func.least(turn.c.next_due_at, given) if earliest else given},
         where=turn.c.next_due_at.is_distinct_from(given),
     )
+
+
+def recorded_request(row: Any) -> BulkRegisterRequest | None:
+    """The options recorded for the claimed cycle (its row here), the actor of its newest
+    intent change when none was; a row that no longer passes the rules asks with the defaults."""
+    values = row._mapping
+    if "role" not in values:
+        return None
+    try:
+        return BulkRegisterRequest.parse(row.id, row.role, row.batch_size, row.actor_user_id)
+    except Exception as exc:  # noqa: BLE001 - options never stop a claimed session's call
+        log_event(
+            logger, logging.WARNING, "queue.options_ignored", session_id=row.id, error=describe(exc)
+        )
+        return BulkRegisterRequest(row.id)

@@ -27,12 +27,18 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as upsert
 
 from jlg_pipeline.adapters.attempt_history import close_open_attempt, read_attempts
-from jlg_pipeline.adapters.candidates import CandidateQueries
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor, read_changes
-from jlg_pipeline.adapters.intent_writes import IntentWrites
-from jlg_pipeline.adapters.queue import next_waiting
-from jlg_pipeline.adapters.session_statements import S, matching, ms
+from jlg_pipeline.adapters.queue import next_waiting, recorded_request
+from jlg_pipeline.adapters.session_statements import (
+    S,
+    claimable,
+    due,
+    matching,
+    ms,
+    state_columns,
+    to_state,
+)
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_turn as turn
@@ -42,7 +48,6 @@ from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
 from jlg_pipeline.domain.models import (
     AttemptOutcome,
     AttemptRecord,
-    BulkRegisterRequest,
     Claim,
     IntentChange,
     LinkGenerationState,
@@ -51,7 +56,6 @@ from jlg_pipeline.domain.models import (
 from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.retries import RETRY_BUDGET_S
 from jlg_pipeline.domain.validation import SessionId
-from jlg_pipeline.log import describe, log_event
 
 logger = logging.getLogger(__name__)
 
@@ -63,33 +67,24 @@ def _claim(row: Any) -> Claim:
         attempt=row.link_generation_attempt,
         link_generation_at=row.link_generation_at,
         claimed_at=row.claimed_at,
-        request=_recorded(row),
+        request=recorded_request(row),
     )
 
 
-def _recorded(row: Any) -> BulkRegisterRequest | None:
-    """The options recorded for the claimed cycle (adapters/queue.py), the actor of its newest
-    intent change when none was; a row that no longer passes the rules asks with the defaults."""
-    values = row._mapping
-    if "role" not in values:
-        return None
-    try:
-        return BulkRegisterRequest.parse(row.id, row.role, row.batch_size, row.actor_user_id)
-    except Exception as exc:  # noqa: BLE001 - options never stop a claimed session's call
-        log_event(
-            logger, logging.WARNING, "queue.options_ignored", session_id=row.id, error=describe(exc)
-        )
-        return BulkRegisterRequest(row.id)
-
-
-class ProgramSessionRepository(CandidateQueries, IntentWrites):
+class ProgramSessionRepository:
     """The concurrency hotspot: the atomic claim and the fenced marks, and the reads of a
-    session's state; with what it inherits, the candidate queries (``candidates.py``) and
-    the admin's set and clear (``intent_writes.py``), and the histories it reads
-    (``attempt_history.py``, ``intent_history.py``)."""
+    session's state, its listing and its histories (``attempt_history.py``,
+    ``intent_history.py``). The candidate sets (``candidates.py``) and the admin's writes
+    (``intent_writes.py``) are stores of their own; ``bootstrap.py`` composes them."""
+
+    @property
+    def engine(self) -> Engine:
+        """The database the statements run on (the service's view lives there too)."""
+        return self._engine
 
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
-        super().__init__(engine, windows)
+        self._engine = engine
+        self.windows = windows or TimingWindows()
         # Built once: the gate is the hot path, and building a statement costs more than
         # running it. Values arrive as bound parameters.
         self.claim_sql, self.claim_parameters = self._claim_statement(bindparam("session_id"))
@@ -143,8 +138,8 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
             .where(
                 ps.c.id == target,
                 ps.c.deleted_at.is_(None),
-                self._due(),
-                self._claimable(),
+                due(self.windows),
+                claimable(self.windows),
             )
             .values(
                 link_generation_status=S.IN_PROGRESS.value,
@@ -224,9 +219,9 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         None when no row has that id."""
         with translate_errors("reading a session"), self._engine.connect() as conn:
             row = conn.execute(
-                select(*self._state_columns()).where(ps.c.id == session_id)
+                select(*state_columns(self.windows)).where(ps.c.id == session_id)
             ).one_or_none()
-        return None if row is None else self._to_state(row)
+        return None if row is None else to_state(row)
 
     def claim(
         self, session_id: SessionId, trigger: Trigger = Trigger.MANUAL, run_id: str | None = None
@@ -384,12 +379,12 @@ class ProgramSessionRepository(CandidateQueries, IntentWrites):
         """Sessions ``where`` names (never soft-deleted) with id above ``after_id``, by id, at
         most ``limit``; and the id to continue after (None on the last page)."""
         statement = (
-            select(*self._state_columns())
+            select(*state_columns(self.windows))
             .where(*matching(where), ps.c.id > after_id)
             .order_by(ps.c.id)
             .limit(limit + 1)
         )
         with translate_errors("listing sessions"), self._engine.connect() as conn:
             rows = conn.execute(statement).all()
-        states = [self._to_state(r) for r in rows[:limit]]
+        states = [to_state(r) for r in rows[:limit]]
         return states, states[-1].id if len(rows) > limit else None

@@ -1,12 +1,12 @@
 """The predicates every statement on program sessions shares, all on the database clock
 (stale, due, claimable), and a session's link-generation state as the statements return it.
-The claim, the marks, the candidate queries and the reads are built from these, so each rule
-is written once."""
+The claim, the marks, the candidate queries, the intent writes and the reads are each built
+from these functions (no store inherits from another), so each rule is written once."""
 
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, Interval, Row, and_, func, literal, or_
+from sqlalchemy import ColumnElement, Interval, Row, and_, func, literal, or_
 
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
@@ -82,65 +82,54 @@ def unattended(stale_ms: int) -> ColumnElement[bool]:
     return and_(in_fresh_index(), or_(never_claimed(), stale(stale_ms)))
 
 
-class SessionStatements:
-    """What the statements on program sessions share: the engine, the timing windows and the
-    predicates built from them."""
+def due(windows: TimingWindows) -> ColumnElement[bool]:
+    """Its time set and no later than now plus the due tolerance: the claim's due guard."""
+    return and_(
+        ps.c.link_generation_at.is_not(None),
+        ps.c.link_generation_at <= func.now() + ms(windows.due_tolerance_ms),
+    )
 
-    def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
-        self._engine = engine
-        self.windows = windows or TimingWindows()
 
-    @property
-    def engine(self) -> Engine:
-        """The database the statements run on (the service's view lives there too)."""
-        return self._engine
+def claimable(windows: TimingWindows) -> ColumnElement[bool]:
+    """SCHEDULED or FAILED, or IN_PROGRESS gone stale: what a claim may take."""
+    # Equalities rather than IN: the claim is precompiled to plain SQL (repository.py),
+    # and an IN list would need expanding at execution time.
+    return or_(
+        *(ps.c.link_generation_status == status.value for status in CLAIMABLE_STATUSES),
+        stale(windows.stale_ms),
+    )
 
-    def _stale(self) -> ColumnElement[bool]:
-        return stale(self.windows.stale_ms)
 
-    def _due(self) -> ColumnElement[bool]:
-        return and_(
-            ps.c.link_generation_at.is_not(None),
-            ps.c.link_generation_at <= func.now() + ms(self.windows.due_tolerance_ms),
-        )
+def state_columns(windows: TimingWindows) -> list[ColumnElement[Any]]:
+    """A session's link-generation state, as :func:`to_state` reads it back."""
+    return [
+        ps.c.id,
+        ps.c.link_generation_at,
+        ps.c.link_generation_status,
+        ps.c.link_generation_attempt,
+        ps.c.link_generation_last_error,
+        ps.c.link_generation_job_id,
+        ps.c.updated_at,
+        ps.c.deleted_at.is_not(None).label("deleted"),
+        stale(windows.stale_ms).label("stale"),
+        due(windows).label("due"),
+    ]
 
-    def _claimable(self) -> ColumnElement[bool]:
-        # Equalities rather than IN: the claim is precompiled to plain SQL (repository.py),
-        # and an IN list would need expanding at execution time.
-        return or_(
-            *(ps.c.link_generation_status == status.value for status in CLAIMABLE_STATUSES),
-            self._stale(),
-        )
 
-    def _state_columns(self) -> list[ColumnElement[Any]]:
-        return [
-            ps.c.id,
-            ps.c.link_generation_at,
-            ps.c.link_generation_status,
-            ps.c.link_generation_attempt,
-            ps.c.link_generation_last_error,
-            ps.c.link_generation_job_id,
-            ps.c.updated_at,
-            ps.c.deleted_at.is_not(None).label("deleted"),
-            self._stale().label("stale"),
-            self._due().label("due"),
-        ]
-
-    @staticmethod
-    def _to_state(row: Row[Any], prefix: str = "") -> LinkGenerationState:
-        values = row._mapping
-        return LinkGenerationState(
-            id=values[f"{prefix}id"],
-            link_generation_at=values[f"{prefix}link_generation_at"],
-            status=S(values[f"{prefix}link_generation_status"]),
-            attempt=values[f"{prefix}link_generation_attempt"],
-            last_error=values[f"{prefix}link_generation_last_error"],
-            job_id=values[f"{prefix}link_generation_job_id"],
-            updated_at=values[f"{prefix}updated_at"],
-            deleted=bool(values[f"{prefix}deleted"]),
-            stale=bool(values[f"{prefix}stale"]),
-            due=bool(values[f"{prefix}due"]),
-        )
+def to_state(row: Row[Any], prefix: str = "") -> LinkGenerationState:
+    values = row._mapping
+    return LinkGenerationState(
+        id=values[f"{prefix}id"],
+        link_generation_at=values[f"{prefix}link_generation_at"],
+        status=S(values[f"{prefix}link_generation_status"]),
+        attempt=values[f"{prefix}link_generation_attempt"],
+        last_error=values[f"{prefix}link_generation_last_error"],
+        job_id=values[f"{prefix}link_generation_job_id"],
+        updated_at=values[f"{prefix}updated_at"],
+        deleted=bool(values[f"{prefix}deleted"]),
+        stale=bool(values[f"{prefix}stale"]),
+        due=bool(values[f"{prefix}due"]),
+    )
 
 
 def matching(where: SessionFilter) -> list[ColumnElement[bool]]:

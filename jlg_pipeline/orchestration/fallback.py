@@ -71,7 +71,7 @@ def sweep_overdue_sessions_op(
     """Regenerates overdue, not-COMPLETED sessions; fails the run if any session failed."""
     repository = database.repository()
     report = sweep_overdue_sessions(
-        repository,
+        database.candidates(),
         bind_gate(repository, registrar, tag_start(context, None), context.run_id, database.view()),
         validation.positive_limit(config.batchLimit, "batchLimit"),
         concurrency=database.concurrency,
@@ -101,7 +101,7 @@ def backfill_partition_sessions(
     window = context.partition_time_window
     repository = database.repository()
     report = backfill_window(
-        repository,
+        database.candidates(),
         bind_gate(repository, registrar, tag_start(context, None), context.run_id, database.view()),
         window.start,
         window.end,

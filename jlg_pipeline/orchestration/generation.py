@@ -21,6 +21,7 @@ from dagster import (
     op,
 )
 
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -102,7 +103,7 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         _join(queue, [request])
         repository, view = database.repository(), database.view()
         generate = bind_gate(repository, registrar, trigger, run_id, view)
-        drain = _drain(repository, registrar, trigger, run_id, view, queue)
+        drain = _drain(repository, registrar, trigger, run_id, view, queue, database.candidates())
         try:
             try:
                 own: GenerationOutcome | GenerationFailed | InvalidInput = generate(request)
@@ -201,7 +202,9 @@ def build_shared_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS
                 concurrency=database.concurrency,
                 retries=MAX_RETRY_ATTEMPTS,
                 first_delay_s=retry_delay_seconds,
-                then=_drain(repository, registrar, trigger, run_id, view, queue),
+                then=_drain(
+                    repository, registrar, trigger, run_id, view, queue, database.candidates()
+                ),
             )
         finally:
             _ended(queue, run_id)
@@ -242,6 +245,7 @@ def _drain(
     run_id: str,
     view: ServiceView,
     queue: SessionQueue,
+    candidates: Candidates,
 ) -> Drain:
     """The run's callers taking from the queue with the run's own adapters (a repository
     compiles its statements once), its heartbeat told, its set-asides counted."""
@@ -252,7 +256,7 @@ def _drain(
         run_id,
         view,
         beat=lambda: queue.beat(run_id),
-        count_set_aside=lambda: repository.count_set_aside(Path.WORKER),
+        count_set_aside=lambda: candidates.count_set_aside(Path.WORKER),
     )
 
 

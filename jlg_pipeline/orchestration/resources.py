@@ -15,6 +15,7 @@ from dagster import InitResourceContext, ResourceDefinition, resource
 from sqlalchemy import Engine
 
 from jlg_pipeline import bootstrap
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -49,6 +50,10 @@ class RunDatabase:
 
     def repository(self) -> ProgramSessionRepository:
         return bootstrap.build_repository(self.engine, self.windows)
+
+    def candidates(self) -> Candidates:
+        """The sets the sweep and a backfill take."""
+        return Candidates(self.engine, self.windows)
 
     def queue(self) -> SessionQueue:
         """What the paths add to the one queue: request options, the programmes' turns."""

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, SessionNotFound
@@ -35,8 +36,11 @@ def run_now(call: Callable[..., Any]) -> None:
 
 
 class ProgramSessionService:
-    def __init__(self, repository: ProgramSessionRepository, sync: ScheduleSync) -> None:
+    def __init__(
+        self, repository: ProgramSessionRepository, intents: IntentWrites, sync: ScheduleSync
+    ) -> None:
         self._repository = repository
+        self._intents = intents
         self._sync = sync
 
     @property
@@ -81,7 +85,7 @@ class ProgramSessionService:
         is safe: it applies the session's newest change, whatever it was handed for, and what
         it cannot apply the sync job retries.
         """
-        result = self._repository.set_link_generation(
+        result = self._intents.set_link_generation(
             session_id,
             link_generation_at,
             actor_user_id,

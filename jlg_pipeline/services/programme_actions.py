@@ -12,8 +12,8 @@ repeating it with the same ``Idempotency-Key``.
 
 from uuid import UUID
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import (
     IdempotencyKeyReused,
     InvalidInput,
@@ -31,12 +31,12 @@ from jlg_pipeline.domain.programme_actions import (
 class ProgrammeActions:
     def __init__(
         self,
-        repository: ProgramSessionRepository,
+        intents: IntentWrites,
         operations: ProgrammeOperations,
         *,
         record_schedule_changes: bool,
     ) -> None:
-        self._repository = repository
+        self._intents = intents
         self._operations = operations
         self._record_schedule_changes = record_schedule_changes
 
@@ -89,7 +89,7 @@ class ProgrammeActions:
         """Act on what is left of the operation, a chunk (one statement) at a time: what a
         request cut off left, a repeat with the same key finishes; chunks another finisher
         holds are skipped, never acted on twice."""
-        while self._repository.act_on_chunk(
+        while self._intents.act_on_chunk(
             operation_id,
             request.where,
             request.action.set_at,
@@ -101,7 +101,7 @@ class ProgrammeActions:
         self._operations.finish(operation_id)
 
     def _forecast(self, request: ProgrammeRequest) -> OperationResult:
-        matched, shown, skipped = self._repository.forecast(
+        matched, shown, skipped = self._intents.forecast(
             request.where, request.action.set_at, request.action.shift_s
         )
         if matched > MAX_OPERATION_SESSIONS:

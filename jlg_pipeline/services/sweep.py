@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
 
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.models import (
@@ -33,7 +33,7 @@ BACKFILL_LIMIT = 10_000
 
 
 def sweep_overdue_sessions(
-    repository: ProgramSessionRepository,
+    candidates: Candidates,
     generate: Gate,
     limit: int = FALLBACK_BATCH_LIMIT,
     concurrency: int = 1,
@@ -43,13 +43,13 @@ def sweep_overdue_sessions(
 
     ``left_behind`` counts the due sessions beyond the limit, for the next sweep.
     """
-    due_total = repository.count_due_for_fallback_generation()
-    candidates = repository.find_due_for_fallback_generation(limit)
+    due_total = candidates.count_due_for_fallback_generation()
+    found = candidates.find_due_for_fallback_generation(limit)
     return _generate_batch(
         "sweep",
-        [BulkRegisterRequest(c.id) for c in candidates],
+        [BulkRegisterRequest(c.id) for c in found],
         due_total,
-        _set_aside_on_error(generate, partial(repository.count_set_aside, Path.SWEEP)),
+        _set_aside_on_error(generate, partial(candidates.count_set_aside, Path.SWEEP)),
         concurrency,
         limit=limit,
     )
@@ -78,7 +78,7 @@ def _set_aside_on_error(generate: Gate, count: Callable[[], None]) -> Gate:
 
 
 def backfill_window(
-    repository: ProgramSessionRepository,
+    candidates: Candidates,
     generate: Gate,
     start: datetime,
     end: datetime,
@@ -88,11 +88,11 @@ def backfill_window(
     """Generate for the due, not-COMPLETED sessions whose time falls in [start, end), at most
     ``limit``, up to ``concurrency`` at once; ``left_behind`` counts the rest (launch the
     partition again to take them)."""
-    due_total = repository.count_due_in_window(start, end)
-    candidates = repository.find_due_in_window(start, end, limit)
+    due_total = candidates.count_due_in_window(start, end)
+    found = candidates.find_due_in_window(start, end, limit)
     return _generate_batch(
         "backfill",
-        [BulkRegisterRequest(c.id) for c in candidates],
+        [BulkRegisterRequest(c.id) for c in found],
         due_total,
         generate,
         concurrency,

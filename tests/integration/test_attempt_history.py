@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, func, select
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt
 from jlg_pipeline.domain.constants import TimingWindows
@@ -131,7 +132,9 @@ def test_rearming_over_a_stale_attempt_closes_it(engine: Engine) -> None:
     force_state(engine, sid, S.SCHEDULED)
     assert repository.claim(sid, Trigger.EVENT) is not None
     force_state(engine, sid, S.IN_PROGRESS, updated_offset=timedelta(seconds=-5), attempt=1)
-    assert repository.set_link_generation(sid, None, 7).state is not None
+    assert (
+        IntentWrites(engine, repository.windows).set_link_generation(sid, None, 7).state is not None
+    )
     [record] = repository.attempts(sid)
     assert record.outcome is AttemptOutcome.RECLAIMED
     assert _open(engine, sid) == 0

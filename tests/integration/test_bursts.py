@@ -16,6 +16,7 @@ from dagster import DagsterInstance, RunRequest, SensorResult, SkipReason, build
 from sqlalchemy import Engine, text
 
 from devstack.online_session import online_session_service
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
@@ -443,7 +444,7 @@ def test_near_times_due_together_share_a_direct_run(engine: Engine, db_url: str)
     sync = ScheduleSync(
         ScheduleOutbox(engine), scheduler, ScheduleTarget("arn:q", ROLE_ARN), enabled=True
     )
-    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    service = ProgramSessionService(ProgramSessionRepository(engine), IntentWrites(engine), sync)
     ids = [create_session(engine) for _ in range(7)]
     for sid in ids:
         service.set_link_generation(sid, datetime.now(UTC) + timedelta(seconds=1), 42)

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.constants import STALE_MS, TimingWindows
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -74,7 +75,7 @@ def test_rearm_fences_out_the_crashed_run(
     crashed = repository.claim(sid)
     assert crashed is not None
     force_state(engine, sid, S.IN_PROGRESS, updated_offset=timedelta(minutes=-31))
-    rearm = repository.set_link_generation(sid, datetime.now(UTC) + timedelta(days=1), 3)
+    rearm = IntentWrites(engine).set_link_generation(sid, datetime.now(UTC) + timedelta(days=1), 3)
     assert rearm.state is not None
     assert rearm.state.status is S.SCHEDULED
     assert not repository.mark_completed(crashed, "late")

@@ -19,7 +19,9 @@ from sqlalchemy.exc import DBAPIError
 
 from devstack.postgres import admin_execute, dagster_reader
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, storage_engine
 from jlg_pipeline.adapters.queue import SessionQueue
@@ -167,7 +169,7 @@ def test_the_application_does_its_work_with_the_documented_grants_and_no_more(
         )
         assert outcome.result.value == "completed"
         assert not SessionQueue(app).attendance(60).unattended
-        repository.set_link_generation(swept, _at(app, timedelta(seconds=5)), 1)
+        IntentWrites(app).set_link_generation(swept, _at(app, timedelta(seconds=5)), 1)
         with app.begin() as conn:
             conn.execute(
                 text(
@@ -177,7 +179,7 @@ def test_the_application_does_its_work_with_the_documented_grants_and_no_more(
                 {"id": swept},
             )
         report = sweep_overdue_sessions(
-            repository, bind_gate(repository, RecordingRegistrar(), Trigger.CRON)
+            Candidates(app), bind_gate(repository, RecordingRegistrar(), Trigger.CRON)
         )
         assert report.completed == 1
         snapshot = read_metrics_snapshot(app)

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, text
 
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import program_session
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -37,11 +38,14 @@ def test_candidates_are_exactly_the_overdue_claimable_ones(
     make(S.SCHEDULED, timedelta(hours=-4), deleted=True)
     make(S.FAILED, timedelta(hours=-4), deleted=True)
 
-    found = repository.find_due_for_fallback_generation(50)
+    found = Candidates(engine).find_due_for_fallback_generation(50)
     assert [c.id for c in found] == [scheduled_old, stale, scheduled, failed]
     assert [c.status for c in found] == [S.SCHEDULED, S.IN_PROGRESS, S.SCHEDULED, S.FAILED]
-    assert repository.count_due_for_fallback_generation() == 4
-    assert [c.id for c in repository.find_due_for_fallback_generation(2)] == [scheduled_old, stale]
+    assert Candidates(engine).count_due_for_fallback_generation() == 4
+    assert [c.id for c in Candidates(engine).find_due_for_fallback_generation(2)] == [
+        scheduled_old,
+        stale,
+    ]
 
 
 def test_failed_sessions_come_last_fewest_attempts_first(
@@ -59,7 +63,7 @@ def test_failed_sessions_come_last_fewest_attempts_first(
     scheduled = create_session(engine, online=False)
     force_state(engine, scheduled, S.SCHEDULED, at_offset=timedelta(minutes=-31))
 
-    found = [c.id for c in repository.find_due_for_fallback_generation(50)]
+    found = [c.id for c in Candidates(engine).find_due_for_fallback_generation(50)]
     assert found == [scheduled, few_old, few_new, some, many_old]
 
 
@@ -85,7 +89,7 @@ def test_candidate_query_uses_the_partial_index(
             )
         )
         conn.execute(text(f"ANALYZE {program_session.name}"))
-        statement = repository.fallback_candidates_statement(50)
+        statement = Candidates(engine).fallback_candidates_statement(50)
         compiled = statement.compile(engine, compile_kwargs={"render_postcompile": True})
         plan = "\n".join(
             row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params)
@@ -93,4 +97,4 @@ def test_candidate_query_uses_the_partial_index(
     assert "ix_psession_link_gen_fresh" in plan, plan
     assert "ix_psession_link_gen_failed" in plan, plan
     assert "Seq Scan" not in plan, plan
-    assert len(repository.find_due_for_fallback_generation(50)) == 50
+    assert len(Candidates(engine).find_due_for_fallback_generation(50)) == 50

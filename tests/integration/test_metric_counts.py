@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from sqlalchemy import Engine, text
 
 from jlg_pipeline.adapters.candidates import armed_by_status
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.metric_counts import Counts, fold, read_counts
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Trigger
@@ -102,7 +103,7 @@ class Operations(RuleBasedStateMachine):
         now = datetime.now(UTC)
 
         def arming(sid: int, offset: int) -> Any:
-            return lambda: self.repository.set_link_generation(
+            return lambda: IntentWrites(self.repository.engine).set_link_generation(
                 SessionId(sid), now + timedelta(seconds=offset), 7
             )
 
@@ -200,7 +201,7 @@ def test_folds_racing_each_other_and_writers_lose_and_double_nothing(engine: Eng
     ids = [create_session(engine) for _ in range(100)]
     now = datetime.now(UTC)
     for sid in ids:
-        repository.set_link_generation(sid, now + timedelta(seconds=1), 7)
+        IntentWrites(engine).set_link_generation(sid, now + timedelta(seconds=1), 7)
     with engine.begin() as conn:
         conn.execute(text("UPDATE hdb_program_session SET link_generation_at = now()"))
         fold(conn)

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import GenerationFailed, RegistrarUnavailable
 from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
@@ -29,9 +30,9 @@ def test_every_kind_of_write_leaves_the_online_session_alone(
     def unchanged() -> None:
         assert online_snapshot(engine, sid) == original
 
-    repository.set_link_generation(sid, datetime.now(UTC) + timedelta(hours=1), 1)
+    IntentWrites(engine).set_link_generation(sid, datetime.now(UTC) + timedelta(hours=1), 1)
     unchanged()
-    repository.set_link_generation(sid, None, 1)
+    IntentWrites(engine).set_link_generation(sid, None, 1)
     unchanged()
     force_state(engine, sid, S.SCHEDULED)
     claim = repository.claim(sid)

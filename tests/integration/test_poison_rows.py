@@ -16,6 +16,7 @@ import pytest
 from dagster import DagsterInstance, build_sensor_context
 from sqlalchemy import Engine, text
 
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, Trigger
@@ -149,7 +150,7 @@ def test_the_sweep_generates_the_others_past_a_session_it_fails_on(
         return outcome
 
     with caplog.at_level(logging.ERROR):
-        report = sweep_overdue_sessions(repository, failing_before_the_claim, limit=50)
+        report = sweep_overdue_sessions(Candidates(engine), failing_before_the_claim, limit=50)
     assert [session_row(engine, sid)["link_generation_status"] for sid in ids] == [
         "FAILED",
         "SCHEDULED",

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, func, select, text
 from starlette.testclient import TestClient
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import link_generation_change, schedule_outbox
@@ -281,7 +282,7 @@ def test_an_operation_cut_off_part_way_is_finished_by_repeating_it_with_its_key(
     )
     operation_id = ProgrammeOperations(engine).begin(request, 7, "cut-off")
     assert operation_id is not None
-    done = repository.act_on_chunk(
+    done = IntentWrites(engine).act_on_chunk(
         operation_id, request.where, None, DAY, 7, record_schedule_change=False
     )
     assert len(done) == OPERATION_CHUNK  # then the process died
@@ -314,12 +315,13 @@ def test_after_each_chunk_an_operation_leaves_the_database_to_the_others(
     assert operation_id is not None
     ticks = iter(range(0, 100, 2))  # each chunk "takes" 2 s on this clock
     paused: list[float] = []
-    repository.clock = lambda: float(next(ticks))
-    repository.pause = paused.append
+    intents = IntentWrites(engine)
+    intents.clock = lambda: float(next(ticks))
+    intents.pause = paused.append
 
     acted = [
         len(
-            repository.act_on_chunk(
+            intents.act_on_chunk(
                 operation_id, request.where, None, DAY, 7, record_schedule_change=False
             )
         )
@@ -437,7 +439,7 @@ def test_a_session_gone_since_the_operation_began_is_skipped_as_deleted(
     with engine.begin() as conn:  # the host deletes a row outright
         conn.execute(text("DELETE FROM hdb_program_session WHERE id = :id"), {"id": ids[1]})
 
-    done = repository.act_on_chunk(
+    done = IntentWrites(engine).act_on_chunk(
         operation_id, request.where, None, DAY, 7, record_schedule_change=True
     )
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from sqlalchemy import Engine
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import CountChanged
@@ -79,7 +80,7 @@ WRITES = st.one_of(
 def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
     repository = ProgramSessionRepository(engine)
     operations = ProgrammeOperations(engine)
-    actions = ProgrammeActions(repository, operations, record_schedule_changes=False)
+    actions = ProgrammeActions(IntentWrites(engine), operations, record_schedule_changes=False)
     programmes = itertools.count(1_000)
     keys = itertools.count()
 
@@ -162,7 +163,9 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
             new_at = None if hours is None else now + hours * HOUR
 
             def run() -> bool:
-                repository.set_link_generation(SessionId(target), new_at, 7, future_only=True)
+                IntentWrites(engine).set_link_generation(
+                    SessionId(target), new_at, 7, future_only=True
+                )
                 return True
 
             def model(sid: int, state: State) -> State:

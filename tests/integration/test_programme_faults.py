@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from jlg_pipeline.adapters.database import Bounds, create_engine
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
-from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import link_generation_change
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.errors import DatabaseUnavailable
@@ -30,8 +30,8 @@ DAY = 86_400
 HOLD_S = 3.0
 
 
-class FailsAfterFirstChunk(ProgramSessionRepository):
-    """The real repository; once its first chunk has committed, the database fails as ``mode``
+class FailsAfterFirstChunk(IntentWrites):
+    """The real intent writes; once its first chunk has committed, the database fails as ``mode``
     says (silent: a frozen host; refusing: a failover)."""
 
     def __init__(self, engine: Engine, proxy: FaultProxy, mode: Mode) -> None:
@@ -85,7 +85,7 @@ def test_an_action_cut_off_by_the_database_is_finished_by_its_repeat(
 
         proxy.mode = Mode.PASSING
         again = ProgrammeActions(
-            ProgramSessionRepository(faulty),
+            IntentWrites(faulty),
             ProgrammeOperations(faulty),
             record_schedule_changes=False,
         )

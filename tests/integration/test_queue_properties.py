@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlalchemy import Engine, text
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
@@ -163,7 +164,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
             if not idle:
                 return
             sid = data.draw(st.sampled_from(sorted(idle)))
-            repo.set_link_generation(SessionId(sid), None, 7)
+            IntentWrites(engine).set_link_generation(SessionId(sid), None, 7)
             w = self.sessions[sid]
             w.status, w.waits = S.NOT_SCHEDULED, False
 

@@ -12,6 +12,7 @@ from dagster import DagsterInstance
 from sqlalchemy import Engine, text
 from starlette.testclient import TestClient
 
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import RegistrarRejected
@@ -202,9 +203,9 @@ def test_a_backfill_over_more_sessions_than_its_limit_says_what_it_left(
     registrar = RecordingRegistrar()
 
     generate = bind_gate(repository, registrar, Trigger.BACKFILL)
-    report = backfill_window(repository, generate, day, day + timedelta(days=1), limit=2)
+    report = backfill_window(Candidates(engine), generate, day, day + timedelta(days=1), limit=2)
     assert (report.found, report.completed, report.left_behind) == (2, 2, 1)
-    again = backfill_window(repository, generate, day, day + timedelta(days=1), limit=2)
+    again = backfill_window(Candidates(engine), generate, day, day + timedelta(days=1), limit=2)
     assert (again.found, again.left_behind) == (1, 0)
 
 

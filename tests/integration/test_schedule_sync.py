@@ -16,6 +16,7 @@ from sqlalchemy import Engine, func, select
 
 from devstack.ports import free_port
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import schedule_outbox
@@ -171,7 +172,7 @@ def test_concurrent_changes_with_delayed_calls_leave_the_newest(
     rng = random.Random(seed)
     flaky = FlakyClient(aws.scheduler, lambda: False, lambda: rng.random() * 0.1)
     sync = _sync(engine, aws, flaky)
-    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    service = ProgramSessionService(ProgramSessionRepository(engine), IntentWrites(engine), sync)
     threads: list[threading.Thread] = []
 
     def later(call: Callable[[], Any]) -> None:
@@ -252,7 +253,7 @@ def test_the_sync_sensors_step_retires_launches_whose_runs_exist_and_returns_the
     sync = ScheduleSync(
         ScheduleOutbox(engine), FakeScheduler(), ScheduleTarget("arn:q", ROLE_ARN), enabled=True
     )
-    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    service = ProgramSessionService(ProgramSessionRepository(engine), IntentWrites(engine), sync)
     ids = [create_session(engine) for _ in range(3)]
     # Whole seconds, so 2-3 s ahead: a second ahead was at times 0.1 s, gone by the last PATCH.
     times = [_later(seconds=3) for _ in ids]
@@ -323,7 +324,9 @@ def test_resync_refuses_when_the_scheduler_is_off(engine: Engine) -> None:
 
 def test_an_applier_already_at_work_is_left_alone_by_the_job(engine: Engine, aws: Aws) -> None:
     sid = create_session(engine)
-    service = ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, aws))
+    service = ProgramSessionService(
+        ProgramSessionRepository(engine), IntentWrites(engine), _sync(engine, aws)
+    )
     service.set_link_generation(sid, _later(), 7, lambda call: None)
     outbox = ScheduleOutbox(engine)
     held = outbox.take(SessionId(sid))
@@ -415,7 +418,7 @@ def test_an_applier_inside_a_slow_call_holds_no_connection_and_applies_the_newes
     sid = create_session(engine)
     blocking = BlockingClient(aws.scheduler)
     sync = _sync(engine, aws, blocking)
-    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    service = ProgramSessionService(ProgramSessionRepository(engine), IntentWrites(engine), sync)
     service.set_link_generation(sid, _later(days=1), 7, lambda call: None)
     results: list[SyncAction] = []
     first = threading.Thread(target=lambda: results.append(sync.apply(SessionId(sid))))
@@ -441,9 +444,9 @@ def test_an_applier_that_died_holding_a_change_delays_it_by_the_lease_only(
     engine: Engine, aws: Aws
 ) -> None:
     sid = create_session(engine)
-    ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, aws)).set_link_generation(
-        sid, _later(), 7, lambda call: None
-    )
+    ProgramSessionService(
+        ProgramSessionRepository(engine), IntentWrites(engine), _sync(engine, aws)
+    ).set_link_generation(sid, _later(), 7, lambda call: None)
     assert ScheduleOutbox(engine).take(SessionId(sid)) is not None  # and its process dies
     assert _sync(engine, aws).sync().applied == 0
     with engine.begin() as conn:

@@ -15,6 +15,7 @@ from dagster import (
 )
 from sqlalchemy import Engine, text, update
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.tables import schedule_outbox
@@ -60,7 +61,9 @@ def _sync(engine: Engine, scheduler: Any) -> ScheduleSync:
 
 
 def _arm(engine: Engine, scheduler: Any, sid: int, at: datetime) -> None:
-    service = ProgramSessionService(ProgramSessionRepository(engine), _sync(engine, scheduler))
+    service = ProgramSessionService(
+        ProgramSessionRepository(engine), IntentWrites(engine), _sync(engine, scheduler)
+    )
     service.set_link_generation(SessionId(sid), at, 7)
 
 

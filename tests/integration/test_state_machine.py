@@ -8,6 +8,7 @@ from enum import StrEnum
 import pytest
 from sqlalchemy import Engine
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Claim, SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -66,11 +67,17 @@ Action = Callable[[ProgramSessionRepository, int], bool]
 
 def arm(repo: ProgramSessionRepository, sid: int) -> bool:
     at = datetime.now(UTC) + timedelta(days=1)
-    return repo.set_link_generation(SessionId(sid), at, 42).outcome is SetOutcome.UPDATED
+    return (
+        IntentWrites(repo.engine).set_link_generation(SessionId(sid), at, 42).outcome
+        is SetOutcome.UPDATED
+    )
 
 
 def clear(repo: ProgramSessionRepository, sid: int) -> bool:
-    return repo.set_link_generation(SessionId(sid), None, 42).outcome is SetOutcome.UPDATED
+    return (
+        IntentWrites(repo.engine).set_link_generation(SessionId(sid), None, 42).outcome
+        is SetOutcome.UPDATED
+    )
 
 
 def claim(repo: ProgramSessionRepository, sid: int) -> bool:
@@ -207,7 +214,7 @@ def test_arm_stores_the_instant_in_utc(
 ) -> None:
     sid = create_session(engine)
     at = datetime(2030, 1, 2, 10, 30, tzinfo=UTC).astimezone()
-    result = repository.set_link_generation(sid, at, None)
+    result = IntentWrites(engine).set_link_generation(sid, at, None)
     assert result.state is not None
     assert result.state.link_generation_at == at
     assert result.state.status is S.SCHEDULED
@@ -222,7 +229,7 @@ def test_set_refuses_missing_or_deleted(
         force_state(engine, sid, S.SCHEDULED, deleted=True)
         before = session_row(engine, sid)
     target = sid if deleted else sid + 1000
-    result = repository.set_link_generation(
+    result = IntentWrites(engine).set_link_generation(
         SessionId(target), datetime.now(UTC) + timedelta(hours=1), 1
     )
     assert result.outcome is SetOutcome.NOT_FOUND
@@ -236,7 +243,7 @@ def test_set_refusal_for_running_generation_names_the_state(
 ) -> None:
     sid = create_session(engine)
     force_state(engine, sid, S.IN_PROGRESS, attempt=3)
-    result = repository.set_link_generation(sid, None, 1)
+    result = IntentWrites(engine).set_link_generation(sid, None, 1)
     assert result.outcome is SetOutcome.IN_PROGRESS
     assert result.state is not None
     assert result.state.attempt == 3
@@ -254,7 +261,7 @@ def test_claims_and_marks_keep_the_admin_in_updated_by(
     engine: Engine, repository: ProgramSessionRepository
 ) -> None:
     sid = create_session(engine)
-    repository.set_link_generation(sid, datetime.now(UTC) - timedelta(seconds=1), 5)
+    IntentWrites(engine).set_link_generation(sid, datetime.now(UTC) - timedelta(seconds=1), 5)
     claim = repository.claim(sid)
     assert claim is not None
     assert session_row(engine, sid)["updated_by"] == 5

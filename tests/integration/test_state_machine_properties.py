@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from sqlalchemy import Engine, text
 
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.models import Claim, SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
@@ -46,7 +47,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
         @rule(due=st.booleans())
         def arm(self, due: bool) -> None:
             at = datetime.now(UTC) + (timedelta(minutes=-1) if due else timedelta(hours=1))
-            result = repo.set_link_generation(SessionId(self.sid), at, 1)
+            result = IntentWrites(engine).set_link_generation(SessionId(self.sid), at, 1)
             blocked = self.model.status is S.IN_PROGRESS and not self.model.stale
             assert result.outcome is (SetOutcome.IN_PROGRESS if blocked else SetOutcome.UPDATED)
             if not blocked:
@@ -54,7 +55,7 @@ def build_machine(engine: Engine) -> type[RuleBasedStateMachine]:
 
         @rule()
         def clear(self) -> None:
-            result = repo.set_link_generation(SessionId(self.sid), None, 1)
+            result = IntentWrites(engine).set_link_generation(SessionId(self.sid), None, 1)
             blocked = self.model.status is S.IN_PROGRESS and not self.model.stale
             assert result.outcome is (SetOutcome.IN_PROGRESS if blocked else SetOutcome.UPDATED)
             if not blocked:

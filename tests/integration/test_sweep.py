@@ -4,6 +4,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.models import (
@@ -55,7 +56,7 @@ def test_sweep_completes_overdue_sessions_and_goes_past_failures(
     registrar = FailingFor({ids[1], ids[3]})
     generate = bind_gate(repository, registrar, Trigger.CRON)
 
-    report = sweep_overdue_sessions(repository, generate, limit=50)
+    report = sweep_overdue_sessions(Candidates(engine), generate, limit=50)
 
     assert (report.found, report.completed, report.skipped, report.failed, report.left_behind) == (
         5,
@@ -74,7 +75,7 @@ def test_sweep_completes_overdue_sessions_and_goes_past_failures(
     # The next sweep retries only the FAILED ones; COMPLETED never re-enters (inv-03).
     retry = RecordingRegistrar()
     again = sweep_overdue_sessions(
-        repository,
+        Candidates(engine),
         bind_gate(repository, retry, Trigger.CRON),
     )
     assert (again.found, again.completed, again.failed) == (2, 2, 0)
@@ -88,7 +89,7 @@ def test_sweep_limit_takes_the_oldest_and_reports_what_is_left(
     registrar = RecordingRegistrar()
     generate = bind_gate(repository, registrar, Trigger.CRON)
 
-    report = sweep_overdue_sessions(repository, generate, limit=3)
+    report = sweep_overdue_sessions(Candidates(engine), generate, limit=3)
 
     assert (report.found, report.completed, report.left_behind) == (3, 3, 4)
     assert [c.session_id for c in registrar.calls] == list(reversed(ids))[:3]
@@ -104,7 +105,7 @@ def test_sweep_counts_a_session_claimed_meanwhile_as_skipped(
         assert repository.claim(request.session_id) is not None  # an event run wins first
         return bind_gate(repository, registrar, Trigger.CRON)(request, resume=resume)
 
-    report = sweep_overdue_sessions(repository, racing_generate)
+    report = sweep_overdue_sessions(Candidates(engine), racing_generate)
     assert (report.found, report.skipped, report.completed) == (1, 1, 0)
     assert registrar.calls == []
 
@@ -117,7 +118,7 @@ def test_sweep_survives_unexpected_errors(
     def broken(request: BulkRegisterRequest, *, resume: bool = True) -> GenerationOutcome:
         raise KeyError(request.session_id)
 
-    report = sweep_overdue_sessions(repository, broken)
+    report = sweep_overdue_sessions(Candidates(engine), broken)
     assert (report.found, report.failed) == (2, 2)
     assert set(report.failed_session_ids) == set(ids)
 
@@ -136,7 +137,7 @@ def test_always_failing_sessions_never_hold_back_an_overdue_one(
     registrar = FailingFor(set(poison))
     generate = bind_gate(repository, registrar, Trigger.CRON)
 
-    report = sweep_overdue_sessions(repository, generate, limit=50)
+    report = sweep_overdue_sessions(Candidates(engine), generate, limit=50)
 
     assert session_row(engine, overdue)["link_generation_status"] == S.COMPLETED.value
     assert (report.found, report.completed, report.failed, report.left_behind) == (50, 1, 49, 6)
@@ -147,7 +148,7 @@ def test_always_failing_sessions_never_hold_back_an_overdue_one(
     # The next sweep reaches the six left behind first: each has one attempt fewer.
     second = FailingFor(set(poison))
     sweep_overdue_sessions(
-        repository,
+        Candidates(engine),
         bind_gate(repository, second, Trigger.CRON),
         limit=6,
     )

@@ -19,6 +19,7 @@ from dagster import (
 from sqlalchemy import Engine, select, text, update
 
 from devstack.online_session import online_session_service
+from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
@@ -113,7 +114,9 @@ def test_a_dead_sync_run_does_not_keep_a_near_time_from_its_run(
     waits for."""
     far, near = create_session(engine), create_session(engine)
     down = FakeScheduler(error=ConnectionError("AWS down"))
-    service = ProgramSessionService(ProgramSessionRepository(engine), _sync_for(engine, down))
+    service = ProgramSessionService(
+        ProgramSessionRepository(engine), IntentWrites(engine), _sync_for(engine, down)
+    )
     service.set_link_generation(far, datetime.now(UTC) + timedelta(days=1), 7)
     service.set_link_generation(near, datetime.now(UTC) + timedelta(minutes=3), 7)
     instance = DagsterInstance.ephemeral()
@@ -181,7 +184,7 @@ def test_the_watchdog_launches_a_worker_when_a_session_waits_unattended_and_none
     left alone; a second tick asks under the same run key (Dagster drops the repeat)."""
     lost, live, failed, early, stale = (create_session(engine) for _ in range(5))
     service = ProgramSessionService(
-        ProgramSessionRepository(engine), _sync_for(engine, FakeScheduler())
+        ProgramSessionRepository(engine), IntentWrites(engine), _sync_for(engine, FakeScheduler())
     )
     service.set_link_generation(lost, datetime.now(UTC) + timedelta(days=1), 42)
     force_state(engine, lost, S.SCHEDULED, at_offset=timedelta(seconds=-30))
@@ -396,7 +399,7 @@ def test_every_run_the_code_location_asks_for_is_bounded() -> None:
 def test_resync_names_the_admin_never_a_host_write_of_updated_by(engine: Engine, aws: Aws) -> None:
     armed, zero, huge, direct = (create_session(engine) for _ in range(4))
     sync = _sync(engine, aws)
-    service = ProgramSessionService(ProgramSessionRepository(engine), sync)
+    service = ProgramSessionService(ProgramSessionRepository(engine), IntentWrites(engine), sync)
     for sid in (armed, zero, huge):
         service.set_link_generation(sid, datetime.now(UTC) + timedelta(days=1), 42)
     service.set_link_generation(direct, datetime.now(UTC) + timedelta(seconds=50), 42)

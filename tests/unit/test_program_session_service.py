@@ -55,6 +55,7 @@ def _service(
     outbox = ScheduleOutbox(create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none"))
     service = ProgramSessionService(
         repository,  # type: ignore[arg-type]
+        repository,  # type: ignore[arg-type]
         ScheduleSync(outbox, fake, TARGET, enabled=enabled),
     )
     return service, repository, fake
@@ -79,6 +80,7 @@ def test_with_the_scheduler_off_or_unconfigured_nothing_is_recorded(
     repository = ScriptedRepository(SetResult(SetOutcome.UPDATED, _state(AT)))
     outbox = ScheduleOutbox(create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none"))
     service = ProgramSessionService(
+        repository,  # type: ignore[arg-type]
         repository,  # type: ignore[arg-type]
         ScheduleSync(outbox, FakeScheduler(), target, enabled=target is None),
     )
