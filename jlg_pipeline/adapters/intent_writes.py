@@ -82,7 +82,7 @@ class IntentWrites:
     chunks and its dry run's forecast, each one statement with its intent history."""
 
     clock: Callable[[], float] = staticmethod(time.monotonic)
-    pause: Callable[[float], None] = staticmethod(time.sleep)
+    chunk_wait: Callable[[float], None] = staticmethod(time.sleep)
     """How a programme action's chunk is timed and the database left to others after it."""
 
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
@@ -274,7 +274,7 @@ class IntentWrites:
         record_schedule_change: bool = False,
         future_only: bool = False,
     ) -> SetResult:
-        """Arm (a time → SCHEDULED) or clear (None → NOT_SCHEDULED) in one direct UPDATE;
+        """Arm (a time → SCHEDULED) or clear (None → NOT_SCHEDULED) in one single UPDATE;
         with ``record_schedule_change``, the schedule change it implies is written to the
         outbox by the same statement (``SetResult.schedule_version``). With ``future_only``
         (the API's rule) a time not after the database clock's now is refused.
@@ -338,7 +338,7 @@ class IntentWrites:
         with translate_errors("acting on a programme's sessions"), self._engine.begin() as conn:
             rows = conn.exec_driver_sql(sql, params).all()
         if rows:
-            self.pause((self.clock() - started) * (1 / OPERATION_SHARE - 1))
+            self.chunk_wait((self.clock() - started) * (1 / OPERATION_SHARE - 1))
         return [(r.program_session_id, SetOutcome(r.outcome)) for r in rows]
 
     def forecast(

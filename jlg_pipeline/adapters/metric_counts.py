@@ -1,8 +1,9 @@
 """Counts kept by the statements that change them (migration 0009): the closed attempts by
-trigger and outcome, with their lag histogram. Triggers on our own ``jlg_generation_attempt``
-append signed deltas in the closing statement's own transaction; a reading folds them into one
-row per (metric, label) and sums what is there, so it reads a few dozen rows whatever the
-history's length (docs/design.md "Scale"). Nothing here sits on the host's tables."""
+trigger and outcome, with their lag histogram. Database triggers on our own
+``jlg_generation_attempt`` append signed deltas in the closing statement's own transaction; a
+reading folds them into one row per (metric, label) and sums what is there, so it reads a few
+dozen rows whatever the history's length (docs/design.md "Scale"). Nothing here sits on the
+host's tables."""
 
 from dataclasses import dataclass, field
 

@@ -1,12 +1,13 @@
 """All SQL on the schedule outbox (``jlg_schedule_outbox``): the pending desired EventBridge
 state per session, written with the admin's UPDATE and deleted once applied.
 
-An applier takes a change by a lease on its row (``held_until``), in one short statement,
-and settles it in another, so no connection, transaction or lock is held across the AWS
-call: a silent EventBridge never holds the admin's pool. While the lease runs no other
-applier takes the session, so each applies the newest change; the admin's write never
-waits for it (a newer change keeps the lease, and the holder applies it next). Every settle
-is conditional on the version applied, so a newer change is never lost.
+An applier takes a change by a lease on its row (``leased_until``; the column keeps 0006's
+name, ``held_until``), in one short statement, and settles it in another, so no connection,
+transaction or lock is held across the AWS call: a silent EventBridge never holds the admin's
+pool. While the lease runs no other applier takes the session, so each applies the newest
+change; the admin's write never waits for it (a newer change keeps the lease, and the holder
+applies it next). Every settle is conditional on the version applied, so a newer change is
+never lost.
 """
 
 from collections.abc import Sequence
@@ -58,23 +59,23 @@ def _interval(value: Any) -> ColumnElement[Any]:
     return literal(value, Interval())
 
 
-_NOT_HELD = or_(outbox.c.held_until.is_(None), outbox.c.held_until <= func.clock_timestamp())
+_NOT_LEASED = or_(outbox.c.leased_until.is_(None), outbox.c.leased_until <= func.clock_timestamp())
 # Built once: the fast path runs it after every PATCH.
 _TAKE = (
     update(outbox)
     .where(
         outbox.c.program_session_id == bindparam("session_id"),
         outbox.c.direct == false(),
-        _NOT_HELD,
+        _NOT_LEASED,
     )
-    .values(held_until=func.clock_timestamp() + _interval(APPLY_LEASE))
+    .values(leased_until=func.clock_timestamp() + _interval(APPLY_LEASE))
     .returning(
         outbox.c.program_session_id,
         outbox.c.version,
         outbox.c.fire_at,
         outbox.c.actor_user_id,
         outbox.c.tries,
-        outbox.c.held_until,
+        outbox.c.leased_until.label("leased_until"),
         func.clock_timestamp().label("now"),
     )
 )
@@ -163,7 +164,7 @@ class ScheduleOutbox:
             actor_user_id=row.actor_user_id,
             tries=row.tries,
             now=row.now,
-            held_until=row.held_until,
+            leased_until=row.leased_until,
         )
 
     def _settle(self, change: PendingChange, statement: Any, action: str) -> bool:
@@ -183,7 +184,7 @@ class ScheduleOutbox:
     def go_direct(self, change: PendingChange) -> bool:
         """Applied as "no EventBridge schedule": the sensor launches the run at ``fire_at``."""
         statement = update(outbox).values(
-            direct=True, next_try_at=outbox.c.fire_at, tries=0, last_error=None, held_until=None
+            direct=True, next_try_at=outbox.c.fire_at, tries=0, last_error=None, leased_until=None
         )
         return self._settle(change, statement, "turning a schedule change direct")
 
@@ -193,7 +194,7 @@ class ScheduleOutbox:
             tries=outbox.c.tries + 1,
             next_try_at=next_try_at,
             last_error=error[:MAX_LAST_ERROR_CHARS],
-            held_until=None,
+            leased_until=None,
         )
         return self._settle(change, statement, "postponing a schedule change")
 
@@ -216,7 +217,7 @@ class ScheduleOutbox:
                 tries=outbox.c.tries + 1,
                 next_try_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds),
                 last_error=error[:MAX_LAST_ERROR_CHARS],
-                held_until=None,
+                leased_until=None,
             )
         )
         with translate_errors("setting a schedule change aside"), self._engine.begin() as conn:
@@ -229,9 +230,9 @@ class ScheduleOutbox:
             update(outbox)
             .where(
                 outbox.c.program_session_id == change.session_id,
-                outbox.c.held_until == change.held_until,
+                outbox.c.leased_until == change.leased_until,
             )
-            .values(held_until=None)
+            .values(leased_until=None)
         )
         with translate_errors("releasing a schedule change"), self._engine.begin() as conn:
             conn.execute(statement)
@@ -258,7 +259,7 @@ class ScheduleOutbox:
         which no stale schedule can make harmful, last), not held by another applier."""
         statement = (
             select(outbox.c.program_session_id)
-            .where(outbox.c.direct == false(), _NOT_HELD)
+            .where(outbox.c.direct == false(), _NOT_LEASED)
             .order_by(
                 outbox.c.fire_at.asc().nulls_last(),
                 outbox.c.next_try_at,
@@ -286,7 +287,7 @@ class ScheduleOutbox:
             .order_by(outbox.c.next_try_at)
             .limit(direct_limit)
         )
-        tries = select(*columns).where(outbox.c.direct == false(), due, _NOT_HELD).limit(1)
+        tries = select(*columns).where(outbox.c.direct == false(), due, _NOT_LEASED).limit(1)
         both = union_all(launches, tries).subquery("due")
         return select(both)
 

@@ -214,8 +214,9 @@ schedule_outbox = Table(
     Column("last_error", Text, nullable=True),
     Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     # Migration 0006: the applier's lease. Taken and released in short transactions, so no
-    # connection or lock is held across the AWS call; a newer change keeps it.
-    Column("held_until", DateTime(timezone=True), nullable=True),
+    # connection or lock is held across the AWS call; a newer change keeps it. The column keeps
+    # the name 0006 gave it (the release before reads it); the code calls it what it is.
+    Column("held_until", DateTime(timezone=True), nullable=True, key="leased_until"),
     Index("ix_schedule_outbox_due", "direct", "next_try_at"),
     Index("ix_schedule_outbox_pending_fire", "fire_at", postgresql_where=text("NOT direct")),
 )

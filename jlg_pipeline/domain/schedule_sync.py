@@ -56,7 +56,7 @@ class PendingChange:
     actor_user_id: int | None
     tries: int
     now: datetime
-    held_until: datetime | None = None
+    leased_until: datetime | None = None
     """The applier's lease on it (its token for releasing it)."""
 
     @property

@@ -35,7 +35,6 @@ from jlg_pipeline.domain.models import (
     GenerationResult,
     Trigger,
 )
-from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.run_records import (
     FAILED_OUTCOME,
@@ -53,6 +52,7 @@ from jlg_pipeline.orchestration.run_requests import (
     GenerateJoinLinksConfig,
     SharedGenerationConfig,
 )
+from jlg_pipeline.orchestration.sweep_time import sweep_runs_at
 from jlg_pipeline.orchestration.tags import (
     GENERATION_MAX_RUNTIME_S,
     LONG_MAX_RUNTIME_S,
@@ -61,9 +61,9 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
+from jlg_pipeline.services.after_failure import By, after_failure
 from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import bind_gate
-from jlg_pipeline.services.next_step import By, next_step
 from jlg_pipeline.services.set_aside import Path
 from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 
@@ -151,7 +151,7 @@ def _own_story(
         raise Failure(f"invalid run config: {last}", allow_retries=False) from None
     tag_outcome(context, FAILED_OUTCOME, session_id, last.cycle)
     now = datetime.now(UTC)
-    step = next_step(last, now, next_sweep_at(now, database.sweep_enabled))
+    step = after_failure(last, now, sweep_runs_at(now, database.sweep_enabled))
     context.instance.add_run_tags(context.run_id, {NEXT_TAG: step.tag})
     # The message is the whole story (from None: our own traceback tells an operator nothing,
     # and the error's text is already in it).

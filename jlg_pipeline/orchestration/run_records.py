@@ -10,8 +10,8 @@ from dagster import Failure, MetadataValue, OpExecutionContext, Output
 
 from jlg_pipeline.domain.messages import cycle_id
 from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, SweepReport, Trigger
-from jlg_pipeline.orchestration.next_sweep import next_sweep_at
 from jlg_pipeline.orchestration.run_origin import trigger_of
+from jlg_pipeline.orchestration.sweep_time import sweep_runs_at
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,
     NEXT_TAG,
@@ -21,7 +21,7 @@ from jlg_pipeline.orchestration.tags import (
     SESSION_TAG,
     TRIGGER_TAG,
 )
-from jlg_pipeline.services.next_step import run_headline
+from jlg_pipeline.services.after_failure import run_headline
 
 FAILED_OUTCOME = GenerationResult.FAILED.value
 
@@ -114,7 +114,7 @@ def finish(context: OpExecutionContext, report: SweepReport, sweep_enabled: bool
         # and when the first of them is tried again (its jlg/next tag too).
         failed = [r for r in report.sessions if r.outcome == GenerationResult.FAILED]
         now = datetime.now(UTC)
-        headline = run_headline(failed, now, next_sweep_at(now, sweep_enabled))
+        headline = run_headline(failed, now, sweep_runs_at(now, sweep_enabled))
         context.instance.add_run_tags(context.run_id, {NEXT_TAG: headline.tag})
         raise Failure(headline.text, metadata=metadata, allow_retries=False)
     return Output(None, metadata=metadata)

@@ -13,7 +13,7 @@ OUTCOME_TAG = "jlg/outcome"
 """Added when a generation run's op ends: completed, skipped, superseded or failed."""
 NEXT_TAG = "jlg/next"
 """Added when a generation run fails: who tries the session again and when (UTC), or that a
-person must (services/next_step.py)."""
+person must (services/after_failure.py)."""
 CYCLE_TAG = "jlg/cycle"
 """Added when a generation run's claim generated: one value per session and cycle."""
 MAX_RUNTIME_TAG = "dagster/max_runtime"

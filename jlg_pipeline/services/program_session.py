@@ -1,6 +1,6 @@
 """ProgramSessionService: set or clear a session's link-generation time.
 
-One statement writes the direct UPDATE and, when the schedule is synced, the schedule change
+One single UPDATE writes the time and, when the schedule is synced, the schedule change
 it implies (the outbox); the change is applied after the commit, and whatever that call
 fails to do stays pending for the sync job, so AWS never undoes or loses the admin's intent.
 """

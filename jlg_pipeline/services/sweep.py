@@ -21,9 +21,9 @@ from jlg_pipeline.domain.models import (
 )
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.log import describe, log_event
+from jlg_pipeline.services.after_failure import By, who_tries_again
 from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import Gate
-from jlg_pipeline.services.next_step import By, who_tries_again
 from jlg_pipeline.services.retrying import tries
 from jlg_pipeline.services.set_aside import Path, set_aside
 

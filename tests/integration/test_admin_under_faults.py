@@ -148,7 +148,7 @@ def test_a_silent_eventbridge_never_holds_the_admin(
     # The app stopped with calls still hanging: their leases end APPLY_LEASE later (what an
     # applier that dies holding a change costs, tested on its own); let that time pass.
     with engine.begin() as conn:
-        conn.execute(update(schedule_outbox).values(held_until=text("now() - interval '1 s'")))
+        conn.execute(update(schedule_outbox).values(leased_until=text("now() - interval '1 s'")))
 
     _sync(engine, aws).sync()
 

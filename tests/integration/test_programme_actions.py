@@ -317,7 +317,7 @@ def test_after_each_chunk_an_operation_leaves_the_database_to_the_others(
     paused: list[float] = []
     intents = IntentWrites(engine)
     intents.clock = lambda: float(next(ticks))
-    intents.pause = paused.append
+    intents.chunk_wait = paused.append
 
     acted = [
         len(

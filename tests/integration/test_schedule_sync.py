@@ -450,6 +450,8 @@ def test_an_applier_that_died_holding_a_change_delays_it_by_the_lease_only(
     assert ScheduleOutbox(engine).take(SessionId(sid)) is not None  # and its process dies
     assert _sync(engine, aws).sync().applied == 0
     with engine.begin() as conn:
-        conn.execute(schedule_outbox.update().values(held_until=func.now() - timedelta(seconds=1)))
+        conn.execute(
+            schedule_outbox.update().values(leased_until=func.now() - timedelta(seconds=1))
+        )
     assert _sync(engine, aws).sync().applied == 1
     assert _schedule(aws, sid) is not None

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, GenerationResult
 from jlg_pipeline.domain.validation import SessionId
-from jlg_pipeline.services.next_step import By, who_tries_again
+from jlg_pipeline.services.after_failure import By, who_tries_again
 from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 from tests.support.logs import fields_of
 
@@ -97,7 +97,7 @@ def test_only_results_this_run_could_not_record_are_retried_in_it() -> None:
 def test_a_run_of_several_retries_exactly_what_the_one_rule_gives_to_this_run(
     retryable: bool, retry_in_s: float | None
 ) -> None:
-    """Who tries a failure again is decided once (services/next_step.py): a run of several
+    """Who tries a failure again is decided once (services/after_failure.py): a run of several
     retries a session in the run exactly when that rule says "this run", as a one-session
     run's op retries exactly then."""
     calls: list[int] = []

@@ -1,4 +1,4 @@
-"""What happens next to a session whose generation failed, said once for every place that
+"""What happens after a session's generation failed, said once for every place that
 tells a person: the run's failure message (its first line), its ``jlg/next`` tag, the logs.
 Retryable failures come back by themselves (the queue after the wait, or this run when it
 only has a result to record); a non-retryable one waits for the sweep, if it is on, and for a
@@ -38,7 +38,7 @@ def who_tries_again(retryable: bool, retry_in_s: float | None, *, sweep_on: bool
 
 
 @dataclass(frozen=True, slots=True)
-class NextStep:
+class AfterFailure:
     retryable: bool
     by: By
     at: datetime | None
@@ -52,19 +52,21 @@ class NextStep:
         return by if self.at is None else f"{by} at {self.at:%Y-%m-%dT%H:%M:%SZ}"
 
 
-def next_step(error: GenerationFailed, now: datetime, sweep_at: datetime | None) -> NextStep:
+def after_failure(
+    error: GenerationFailed, now: datetime, sweep_at: datetime | None
+) -> AfterFailure:
     """``sweep_at``: the next sweep's start (UTC), None when the sweep is off."""
     return _step(error.retryable, error.retry_in_s, now, sweep_at)
 
 
 def _step(
     retryable: bool, retry_in_s: float | None, now: datetime, sweep_at: datetime | None
-) -> NextStep:
+) -> AfterFailure:
     by = who_tries_again(retryable, retry_in_s, sweep_on=sweep_at is not None)
     if by is By.QUEUE:
         assert retry_in_s is not None
         at = now + timedelta(seconds=retry_in_s)
-        return NextStep(
+        return AfterFailure(
             True,
             by,
             at,
@@ -72,9 +74,9 @@ def _step(
             f"(at {at:%H:%M:%S} UTC); nothing to do unless it keeps failing",
         )
     if by is By.THIS_RUN:
-        return NextStep(True, by, None, "retryable: this run tries it again now")
+        return AfterFailure(True, by, None, "retryable: this run tries it again now")
     if by is By.PERSON:
-        return NextStep(
+        return AfterFailure(
             False,
             by,
             None,
@@ -82,7 +84,7 @@ def _step(
             "(PATCH its time) or launch join_link_fallback_sweep_job",
         )
     assert sweep_at is not None
-    return NextStep(
+    return AfterFailure(
         False,
         by,
         sweep_at,
@@ -108,16 +110,16 @@ def after_run(retryable: bool, retry_in_s: float | None, *, sweep_on: bool) -> B
     return By.QUEUE if by is By.THIS_RUN else by
 
 
-def _ended(step: NextStep) -> NextStep:
+def _ended(step: AfterFailure) -> AfterFailure:
     """``step`` once its run has ended (:func:`after_run`)."""
     if step.by is not By.THIS_RUN:
         return step
-    return NextStep(
+    return AfterFailure(
         True, By.QUEUE, None, "retryable: it waits in the queue again when its claim goes stale"
     )
 
 
-def next_for_many(failed: Sequence[SessionResult], sweep_at: datetime | None) -> str:
+def after_failures(failed: Sequence[SessionResult], sweep_at: datetime | None) -> str:
     """What happens next to an ended run's failed sessions, in one line, a part for each of
     who tries them again (:func:`after_run`)."""
     groups: dict[By, list[int]] = {}
@@ -161,6 +163,6 @@ def run_headline(
         by = "from the queue" if first.by is By.QUEUE else f"by the {first.by}"
         when = f"the first is tried again {by} at {clock} UTC"
     return Headline(
-        f"{len(ids)} session(s) failed ({named}); {when}: {next_for_many(failed, sweep_at)}",
+        f"{len(ids)} session(s) failed ({named}); {when}: {after_failures(failed, sweep_at)}",
         first.tag,
     )

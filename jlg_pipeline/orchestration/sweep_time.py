@@ -7,7 +7,7 @@ from datetime import datetime
 from jlg_pipeline.domain.constants import next_fallback_sweep
 
 
-def next_sweep_at(now: datetime, sweep_enabled: bool) -> datetime | None:
+def sweep_runs_at(now: datetime, sweep_enabled: bool) -> datetime | None:
     """The sweep's next start (UTC) after ``now``; None while ENABLE_JOIN_LINK_FALLBACK_CRON
     is off (``sweep_enabled``, as the code location read it)."""
     if not sweep_enabled:
