@@ -16,11 +16,10 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from devstack.aws import EXECUTION_ROLE_ARN, LocalAws, connect_moto
+from devstack.aws import LocalAws, connect_moto
 from devstack.ports import free_port, wait_until_answers
-from devstack.stack import Children
 from devstack.tokens import mint_token
-from jlg_pipeline.adapters.database import create_engine, instance_storage_url
+from jlg_pipeline.adapters.database import create_engine
 from testkit.claim_race import claim_race
 from testkit.postgres import scratch_database, server_url
 from testkit.processes import group_processes
@@ -101,25 +100,6 @@ def moto_process(sqs: str = "stock") -> Iterator[LocalAws]:
         server.wait(timeout=10)
 
 
-def dagster_env(
-    home: Path, dagster_url: str, app_url: str, instance_yaml: str | None = None, **extra: str
-) -> dict[str, str]:
-    """The environment of a Dagster instance in ``home`` (``instance_yaml``, by default the
-    repository's dagster.yaml) whose storage is ``dagster_url`` and whose code uses the
-    application database ``app_url``; a local environment, so a trial may shorten the windows
-    (JLG_TEST_*)."""
-    (home / "dagster.yaml").write_text(instance_yaml or (ROOT / "dagster.yaml").read_text())
-    return {
-        **os.environ,
-        "JLG_ENVIRONMENT": "local",
-        "DAGSTER_HOME": str(home),
-        "TMPDIR": str(home),
-        "DAGSTER_POSTGRES_URL": instance_storage_url(dagster_url),
-        "JLG_DATABASE_URL": app_url,
-        **extra,
-    }
-
-
 def execute_job(job: str, env: dict[str, str], *args: str) -> "subprocess.Popen[bytes]":
     """Start ``dagster job execute`` of one of our jobs in its own process group."""
     argv = [str(BIN / "dagster"), "job", "execute", "-m", "jlg_pipeline.definitions"]
@@ -198,19 +178,6 @@ def generated_twice(engine: Engine, first_id: int = 1) -> int:
                 {"first": first_id},
             ).scalar_one()
         )
-
-
-def start_daemon(children: Children, env: dict[str, str], log: Path) -> int:
-    """Start ``dagster-daemon run`` on the repository's workspace in ``children``; its process
-    group id (the daemon, its code servers and their run workers)."""
-    children.start(
-        "dagster-daemon",
-        [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-        env,
-        ROOT,
-        log,
-    )
-    return children.processes["dagster-daemon"].pid
 
 
 def reset_due_sessions(engine: Engine, count: int) -> None:
@@ -324,21 +291,6 @@ def strict_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def aws_through(aws: LocalAws, endpoint_url: str) -> dict[str, str]:
-    """The real-time path's AWS settings (scheduler on, the queue, the schedule target) with
-    every call the app and the daemon make going to ``endpoint_url`` (a fault box in front of
-    ``aws``) instead of to moto itself."""
-    return {
-        **{k: v for k, v in aws.env.items() if k != "AWS_ENDPOINT_URL"},
-        "AWS_ENDPOINT_URL": endpoint_url,
-        "JLG_SQS_QUEUE_URL": aws.queue_url.replace(aws.endpoint_url, endpoint_url),
-        "ENABLE_JOIN_LINK_SCHEDULER": "true",
-        "ENABLE_JOIN_LINK_FALLBACK_CRON": "true",
-        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": EXECUTION_ROLE_ARN,
-    }
-
-
 SECRET = "bench-secret-bench-secret-bench-secret-0123"  # noqa: S105 - local only
 ISSUER = "https://idp.bench.invalid"
 AUDIENCE = "jlg-admin-api"
@@ -350,19 +302,6 @@ def admin_headers() -> dict[str, str]:
     """Credentials of an admin, signed with the benchmarks' ``SECRET``."""
     token = mint_token(SECRET, user_id=1, roles=("admin",), issuer=ISSUER, audience=AUDIENCE)
     return {"Authorization": f"Bearer {token}", "X-Active-Role": "admin"}
-
-
-def app_env(url: str, aws: LocalAws) -> dict[str, str]:
-    """The web app's environment: database ``url``, schedules to the local ``aws``."""
-    return {
-        **os.environ,
-        **aws.env,
-        "JLG_DATABASE_URL": url,
-        **JWT_ENV,
-        "ENABLE_JOIN_LINK_SCHEDULER": "true",
-        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/bench",
-    }
 
 
 def queue_empty(sqs: Any, queue_url: str) -> bool:

@@ -11,15 +11,11 @@ import logging
 import os
 import secrets
 import shlex
-import shutil
 import signal
-import subprocess
 import sys
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from devstack import aws as local_aws
 from devstack import postgres as local_postgres
@@ -27,6 +23,17 @@ from devstack.eventbridge import EventBridgeStandIn
 from devstack.online_session import BEHAVIOURS, online_session_service
 from devstack.ports import free_port, require_free, wait_until_answers
 from devstack.seed import seed_demo
+from devstack.system import (
+    Children,
+    aws_env,
+    create_dagster_storage,
+    private_dir,
+    private_file,
+    start_daemon,
+    start_web,
+    start_webserver,
+    system_env,
+)
 from devstack.tokens import mint_token
 from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings
@@ -44,88 +51,8 @@ class Ports:
     moto: int = int(os.environ.get("JLG_MOTO_PORT", "5005"))
 
 
-@dataclass
-class Children:
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-
-    def start(self, name: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
-        out = private_file(log, os.O_WRONLY | os.O_APPEND)
-        self.processes[name] = subprocess.Popen(  # noqa: S603 - our own executables
-            argv,
-            cwd=cwd,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            # Started from a non-interactive shell SIGINT arrives ignored, and Dagster maps
-            # SIGTERM onto its SIGINT handler: reset both so stopping the group works.
-            preexec_fn=_default_signals,
-        )
-        out.close()
-
-    def running(self) -> bool:
-        return not self.exited()
-
-    def exited(self) -> list[tuple[str, int]]:
-        return [(n, p.returncode) for n, p in self.processes.items() if p.poll() is not None]
-
-    def stop(self) -> None:
-        for process in self.processes.values():
-            _signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
-                process.wait(timeout=5)
-        for process in self.processes.values():
-            _signal_group(process, signal.SIGKILL)  # grandchildren left in the group
-
-
-def _default_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, sig)
-
-
-def private_dir(path: Path) -> Path:
-    """A folder only its owner can enter, created so from the start (and tightened if an
-    earlier version left it open)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)
-    return path
-
-
-def private_file(path: Path, flags: int) -> BinaryIO:
-    """Open (creating) a file readable by its owner only; never a moment world-readable."""
-    descriptor = os.open(path, flags | os.O_CREAT, 0o600)
-    os.fchmod(descriptor, 0o600)
-    return os.fdopen(descriptor, "ab" if flags & os.O_APPEND else "wb")
-
-
 DEV_SECRET_FILE = Path(".data") / "dev-jwt-secret"
 DEV_ENV_FILE = Path(".data") / "dev.env"
-
-
-def create_dagster_storage(env: dict[str, str], bin_dir: Path) -> None:
-    """Dagster's tables, made once before its processes start: a webserver and a daemon
-    creating them at the same moment on a fresh database can collide (PostgreSQL's
-    DuplicateObject on ``alembic_version``) and one of them exits."""
-    done = subprocess.run(  # noqa: S603
-        [str(bin_dir / "dagster"), "instance", "migrate"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise ConfigError(f"could not create Dagster's storage: {done.stderr.strip()[-500:]}")
 
 
 # What a shell needs to run the Dagster CLI and jlg against the running stack.
@@ -208,25 +135,19 @@ def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitS
         os.environ.get("DAGSTER_POSTGRES_URL"),
     )
     try:
-        env = dict(os.environ)
-        if os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("JLG_SQS_QUEUE_URL"):
-            if not os.environ.get("JLG_SQS_QUEUE_URL"):
-                raise ConfigError("with AWS_ENDPOINT_URL set, JLG_SQS_QUEUE_URL must be set too")
-        else:
+        external_aws = bool(
+            os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("JLG_SQS_QUEUE_URL")
+        )
+        if external_aws and not os.environ.get("JLG_SQS_QUEUE_URL"):
+            raise ConfigError("with AWS_ENDPOINT_URL set, JLG_SQS_QUEUE_URL must be set too")
+        if not external_aws:
             require_free(ports.moto, "the moto server")
             aws = local_aws.start_moto(ports.moto)
-            env.update(aws.env)
-            env.update(
-                {
-                    "JLG_SQS_QUEUE_URL": aws.queue_url,
-                    "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-                    "AWS_SCHEDULER_EXECUTION_ROLE_ARN": local_aws.EXECUTION_ROLE_ARN,
-                }
-            )
             standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
             standin.start()
 
-        registrar = _registrar(env, online_session, resources)
+        registered: dict[str, str] = {}
+        registrar = _registrar(registered, online_session, resources)
         migrate(pg.app_url)
         engine = bootstrap.build_engine(pg.app_url)
         try:
@@ -235,22 +156,19 @@ def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitS
             engine.dispose()
 
         secret = _jwt_secret(data)
-        dagster_home = data / "dagster_home"
-        dagster_home.mkdir(mode=0o700, exist_ok=True)
-        shutil.copy(root / "dagster.yaml", dagster_home / "dagster.yaml")
-        (data / "tmp").mkdir(mode=0o700, exist_ok=True)
-        env.update(
-            {
-                "JLG_DATABASE_URL": pg.app_url,
-                "DAGSTER_POSTGRES_URL": pg.dagster_url,
-                "DAGSTER_HOME": str(dagster_home),
-                "JLG_JWT_SECRET": secret,
-                # This machine only: tokens need no issuer or audience (production's do).
-                "JLG_ENVIRONMENT": env.get("JLG_ENVIRONMENT", "local"),
-                "ENABLE_JOIN_LINK_SCHEDULER": env.get("ENABLE_JOIN_LINK_SCHEDULER", "true"),
-                "ENABLE_JOIN_LINK_FALLBACK_CRON": env.get("ENABLE_JOIN_LINK_FALLBACK_CRON", "true"),
-                "TMPDIR": str(data / "tmp"),
-            }
+        env = system_env(
+            data / "dagster_home",
+            pg.dagster_url,
+            pg.app_url,
+            (root / "dagster.yaml").read_text(),
+            **(aws_env(aws) if aws is not None else {}),
+            JLG_JWT_SECRET=secret,
+            # This machine only: tokens need no issuer or audience (production's do).
+            JLG_ENVIRONMENT=os.environ.get("JLG_ENVIRONMENT", "local"),
+            ENABLE_JOIN_LINK_SCHEDULER=os.environ.get("ENABLE_JOIN_LINK_SCHEDULER", "true"),
+            ENABLE_JOIN_LINK_FALLBACK_CRON=os.environ.get("ENABLE_JOIN_LINK_FALLBACK_CRON", "true"),
+            TMPDIR=str(private_dir(data / "tmp")),
+            **registered,
         )
         write_dev_env(root / DEV_ENV_FILE, env)
         settings = Settings.from_env(env)
@@ -258,9 +176,7 @@ def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitS
             # The emulator keeps schedules in memory only: rebuild them from the database.
             marked = bootstrap.resync_schedules(settings)
             print(f"jlg dev: {marked} armed session(s) queued for schedule sync", file=sys.stderr)
-        bin_dir = Path(sys.executable).parent
-        create_dagster_storage(env, bin_dir)
-        workspace = str(root / "workspace.yaml")
+        create_dagster_storage(env)
         web_env = dict(env)
         if pg.server is not None:
             # As in the kit: the admin API reads Dagster's storage as a SELECT-only role and
@@ -269,44 +185,11 @@ def _run_dev(root: Path, online_session: str | None, resources: contextlib.ExitS
             web_env["JLG_DAGSTER_READER_URL"] = local_postgres.dagster_reader(
                 pg.dagster_url, root / "deploy" / "postgres" / "dagster-reader.sql"
             )
-        children.start(
-            "web",
-            [
-                # web/server.py's command (its bounds); local/ imports nothing from web/.
-                sys.executable,
-                "-m",
-                "web",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(ports.web),
-            ],
-            web_env,
-            root,
-            logs / "web.log",
+        start_web(children, web_env, ports.web, logs / "web.log")
+        start_webserver(
+            children, env, ports.dagster, logs / "dagster-webserver.log", root / "workspace.yaml"
         )
-        children.start(
-            "dagster-webserver",
-            [
-                str(bin_dir / "dagster-webserver"),
-                "-w",
-                workspace,
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(ports.dagster),
-            ],
-            env,
-            root,
-            logs / "dagster-webserver.log",
-        )
-        children.start(
-            "dagster-daemon",
-            [str(bin_dir / "dagster-daemon"), "run", "-w", workspace],
-            env,
-            root,
-            logs / "dagster-daemon.log",
-        )
+        start_daemon(children, env, logs / "dagster-daemon.log", root / "workspace.yaml")
         wait_until_answers(f"http://127.0.0.1:{ports.web}/readyz", 60, children.running)
         wait_until_answers(f"http://127.0.0.1:{ports.dagster}/server_info", 120, children.running)
         if not children.exited():

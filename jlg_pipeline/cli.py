@@ -5,7 +5,6 @@ import argparse
 import getpass
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -111,7 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "dev":
             run_dev = _devstack("stack").run_dev
             return int(run_dev(REPOSITORY_ROOT, online_session=args.online_session))
-        settings = Settings.from_env(_environment(args))
+        settings = Settings.from_process(
+            {"JLG_DATABASE_URL": args.database_url} if args.database_url else None,
+            # jlg token (local use only: it mints what an IdP would) runs as local unless told.
+            {"JLG_ENVIRONMENT": "local"} if args.command == "token" else None,
+        )
         if args.command == "token":
             if not settings.jwt_secret and not settings.jwt_public_key:
                 # Under `jlg dev` the secret is this checkout's; nothing to export by hand.
@@ -165,17 +168,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jlg: cannot reach the database: {exc.orig}", file=sys.stderr)
         return 2
     return 0
-
-
-def _environment(args: argparse.Namespace) -> dict[str, str]:
-    """The process environment, with ``--database-url`` as JLG_DATABASE_URL; ``jlg token``
-    (local use only: it mints what an IdP would) runs as local unless told otherwise."""
-    environ = dict(os.environ)
-    if args.database_url:
-        environ["JLG_DATABASE_URL"] = args.database_url
-    if args.command == "token":
-        environ.setdefault("JLG_ENVIRONMENT", "local")
-    return environ
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ and handed on from there (to Dagster through the resources, to the web app throu
 everything else, take effect at a restart; the Dagster UI's sensor and schedule toggles switch
 a path off at once."""
 
+import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 from enum import StrEnum
@@ -286,6 +287,14 @@ class Settings(BaseSettings):
             raise ConfigError(_describe(exc)) from None
         finally:
             _ONLY_GIVEN.reset(only_given)
+
+    @classmethod
+    def from_process(
+        cls, overrides: Mapping[str, str] | None = None, defaults: Mapping[str, str] | None = None
+    ) -> "Settings":
+        """Settings from this process's environment, ``defaults`` under it and ``overrides``
+        (a command-line flag) over it."""
+        return cls.from_env({**(defaults or {}), **os.environ, **(overrides or {})})
 
     @classmethod
     def settings_customise_sources(

@@ -4,7 +4,6 @@ It reads the environment once, into Settings, and builds the resources from them
 config field, so nothing typed into the Dagster UI can point them elsewhere
 (``orchestration/resources.py``). Nothing connects here."""
 
-import os
 import warnings
 from collections.abc import Mapping
 
@@ -35,9 +34,10 @@ warnings.filterwarnings(
 )
 
 
-def build_definitions(environ: Mapping[str, str]) -> Definitions:
-    """The code location from ``environ``; raises ConfigError for a configuration that cannot
-    work (the code location then fails to load, saying which variable)."""
+def build_definitions(environ: Mapping[str, str] | None = None) -> Definitions:
+    """The code location from ``environ`` (this process's environment unless given); raises
+    ConfigError for a configuration that cannot work (the code location then fails to load,
+    saying which variable)."""
     settings = Settings.from_env(environ)
     sharing = settings.run_sharing()
     generation_job = build_generation_job()
@@ -65,4 +65,4 @@ def build_definitions(environ: Mapping[str, str]) -> Definitions:
     )
 
 
-defs = build_definitions(os.environ)
+defs = build_definitions()

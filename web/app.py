@@ -25,7 +25,6 @@ from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.log import configure_logging
 from jlg_pipeline.services.schedule_sync import Scheduler
 from web import envelope
-from web.after_response import FAST_PATH_WORKERS, AfterResponse
 from web.auth import JwtBackend, on_auth_error
 from web.endpoints import ENDPOINTS, INTERNAL
 from web.limits import HeaderCountLimit
@@ -38,6 +37,7 @@ from web.metrics import (
 )
 from web.openapi import build_openapi
 from web.readiness import Readiness
+from web.schedule_fast_path import FAST_PATH_WORKERS, ScheduleFastPath
 
 logger = logging.getLogger(__name__)
 POOL_TIMEOUT_S = 5.0
@@ -80,12 +80,12 @@ def create_app(
             scheduler if scheduler is not None else bootstrap.scheduler_for(settings),
             sync_engine=sync_engine,
         )
-        after_response = AfterResponse()
+        fast_path = ScheduleFastPath()
         app.state.engine = engine
         app.state.readiness = Readiness(partial(ping, settings.database_url))
         app.state.sessions = sessions
         app.state.programmes = bootstrap.build_programme_actions(settings, engine, sessions)
-        app.state.after_response = after_response
+        app.state.fast_path = fast_path
         readings: list[Reading[Any]] = [
             Reading(
                 "database",
@@ -115,7 +115,7 @@ def create_app(
         try:
             yield
         finally:
-            after_response.shutdown()
+            fast_path.shutdown()
             figures.stop()
             engine.dispose()
             sync_engine.dispose()

@@ -78,7 +78,7 @@ async def set_link_generation(request: Request) -> Response:
         session_id,
         at,
         actor_id(request),
-        request.app.state.after_response.submit,
+        request.app.state.fast_path.submit,
     )
     return success(body(LinkGenerationResponse.of(state)))
 

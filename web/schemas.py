@@ -17,12 +17,7 @@ from pydantic import (
 )
 
 from jlg_pipeline.domain import validation
-from jlg_pipeline.domain.models import (
-    AttemptOutcome,
-    AttemptRecord,
-    IntentChange,
-    LinkGenerationState,
-)
+from jlg_pipeline.domain.attempts import AttemptOutcome, AttemptRecord
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     MAX_SHIFT_S,
@@ -31,6 +26,7 @@ from jlg_pipeline.domain.programme_actions import (
     Preview,
     Skipped,
 )
+from jlg_pipeline.domain.session_state import IntentChange, LinkGenerationState
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from web.envelope import utc_z
 

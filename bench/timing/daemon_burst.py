@@ -35,7 +35,6 @@ from bench.common import (
     Targets,
     all_met,
     bench_database,
-    dagster_env,
     generated_twice,
     generation_runs,
     group_cpu_seconds,
@@ -44,12 +43,11 @@ from bench.common import (
     moto_process,
     queue_empty,
     sqs_option,
-    start_daemon,
     status_counts,
     strict_option,
     table,
 )
-from devstack.stack import Children
+from devstack.system import Children, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from testkit.factories import add_registrations, arm_cohort
@@ -112,7 +110,7 @@ def run_case(sessions: int, mode: str, stand_in: str) -> Case:
             ) as home_dir,
         ):
             home = Path(home_dir)
-            env = dagster_env(
+            env = system_env(
                 home,
                 dagster_url,
                 url,

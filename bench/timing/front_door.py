@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from bench.common import (
+    JWT_ENV,
     Targets,
     admin_headers,
-    app_env,
     bench_database,
     machine,
     moto_process,
@@ -29,6 +29,7 @@ from bench.common import (
     table,
 )
 from bench.open_loop import open_loop, percentile
+from devstack.system import app_env, aws_env
 from jlg_pipeline.adapters.database import create_engine
 from testkit.factories import NOT_SCHEDULED, create_sessions
 from testkit.served import start_web
@@ -68,7 +69,7 @@ def main() -> None:
         engine.dispose()
         # moto in its own process, so neither server shares a GIL with the load generator.
         with moto_process() as aws:
-            env = app_env(url, aws)
+            env = app_env(url, **aws_env(aws), **JWT_ENV, ENABLE_JOIN_LINK_SCHEDULER="true")
             servers = [
                 ("web.app:create_app", admin_headers()),
                 ("bench.timing.bare_app:create_bare_app", {}),

@@ -22,7 +22,7 @@ from bench.common import (
 )
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.validation import SessionId
 
 

@@ -21,7 +21,7 @@ from bench.common import (
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
 
 

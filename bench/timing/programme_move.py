@@ -28,9 +28,9 @@ import httpx
 from sqlalchemy import text
 
 from bench.common import (
+    JWT_ENV,
     Targets,
     admin_headers,
-    app_env,
     bench_database,
     machine,
     moto_process,
@@ -38,6 +38,7 @@ from bench.common import (
     table,
 )
 from bench.open_loop import open_loop, percentile
+from devstack.system import app_env, aws_env
 from jlg_pipeline.adapters.database import create_engine
 from testkit.served import start_web
 
@@ -142,7 +143,9 @@ def main() -> None:
             first_other_id = min(first_other)
         engine.dispose()
         with moto_process() as aws:
-            process, base = start_web(app_env(url, aws))
+            process, base = start_web(
+                app_env(url, **aws_env(aws), **JWT_ENV, ENABLE_JOIN_LINK_SCHEDULER="true")
+            )
             try:
                 idle_load(base, 10, headers, first_other_id, 2)  # warm up
                 moves: list[tuple[float, int, int]] = []

@@ -22,7 +22,7 @@ from bench.common import Targets, bench_database, machine, strict_option, table
 from jlg_pipeline.adapters.database import Bounds, create_engine
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.attempts import Trigger
 from testkit.factories import populate
 
 TARGET_MS = 5.0

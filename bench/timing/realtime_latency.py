@@ -24,16 +24,14 @@ from bench.common import (
     ROOT,
     Targets,
     bench_database,
-    dagster_env,
     group_cpu_seconds,
     machine,
     moto_process,
-    start_daemon,
     strict_option,
     table,
 )
 from devstack.aws import LocalAws
-from devstack.stack import Children
+from devstack.system import Children, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S, DEFAULT_SQS_WAIT_S
 from jlg_pipeline.domain.messages import build_message
@@ -101,7 +99,7 @@ def measure(
         tempfile.TemporaryDirectory(prefix="jlg-bench-latency-", ignore_cleanup_errors=True) as d,
     ):
         home = Path(d)
-        env = dagster_env(
+        env = system_env(
             home,
             dagster_url,
             app_url,

@@ -19,12 +19,12 @@ from bench.common import (
     ROOT,
     Targets,
     bench_database,
-    dagster_env,
     machine,
     status_counts,
     strict_option,
     table,
 )
+from devstack.system import system_env
 from jlg_pipeline.adapters.database import create_engine
 from testkit.factories import DUE, add_registrations, create_sessions
 
@@ -69,7 +69,7 @@ def main() -> None:
         create_sessions(engine, args.repeat + 1, at_offset=DUE)
         engine.dispose()
         home = Path(tempfile.mkdtemp(prefix="jlg-bench-home-"))
-        env = dagster_env(home, dagster_url, url, JLG_REGISTRAR="local")
+        env = system_env(home, dagster_url, url, JLG_REGISTRAR="local")
         config = home / "run.yaml"
         real, empty = [], []
         try:

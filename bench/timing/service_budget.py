@@ -52,18 +52,16 @@ from bench.common import (
     all_met,
     bench_database,
     cycles_with_two_jobs,
-    dagster_env,
     group_cpu_seconds,
     machine,
     moto_process,
-    start_daemon,
     status_counts,
     strict_option,
     table,
 )
 from bench.limiter import calls_seen, nginx_limit
 from devstack.online_session import Answer, OnlineSessionService, online_session_service
-from devstack.stack import Children
+from devstack.system import Children, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.messages import build_message
@@ -317,7 +315,7 @@ def run_case(
             else nullcontext((service.url, None))
         )
         service_url, nginx_log = stack.enter_context(limiter)
-        env = dagster_env(
+        env = system_env(
             home,
             dagster_url,
             url,

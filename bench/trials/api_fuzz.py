@@ -23,9 +23,9 @@ from schemathesis.checks import (
 )
 
 from bench.common import (
+    JWT_ENV,
     Targets,
     admin_headers,
-    app_env,
     bench_database,
     machine,
     strict_option,
@@ -33,6 +33,7 @@ from bench.common import (
 )
 from devstack.aws import start_moto
 from devstack.ports import free_port
+from devstack.system import app_env, aws_env
 from jlg_pipeline.adapters.database import create_engine
 from testkit.factories import NOT_SCHEDULED, create_sessions
 from testkit.served import start_web
@@ -86,7 +87,9 @@ def main() -> None:
             engine = create_engine(url)
             create_sessions(engine, 5, at_offset=None, status=NOT_SCHEDULED)
             engine.dispose()
-            process, base = start_web(app_env(url, aws))
+            process, base = start_web(
+                app_env(url, **aws_env(aws), **JWT_ENV, ENABLE_JOIN_LINK_SCHEDULER="true")
+            )
             try:
                 schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
                 operations = sum(1 for _ in schema.get_all_operations())

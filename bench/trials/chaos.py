@@ -53,16 +53,13 @@ from bench.common import (
     JWT_ENV,
     ROOT,
     admin_headers,
-    aws_through,
     bench_database,
-    dagster_env,
     machine,
     moto_process,
-    start_daemon,
 )
 from devstack.eventbridge import EventBridgeStandIn
 from devstack.online_session import Answer, OnlineSessionService, online_session_service
-from devstack.stack import Children
+from devstack.system import Children, aws_env, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.migrate import migrate
@@ -510,19 +507,18 @@ def whole_system(
         aws_box = FaultProxy(int(aws.endpoint_url.rsplit(":", 1)[1]))
         service_box = FaultProxy(int(service.url.rstrip("/").rsplit(":", 1)[1]))
         aws_url = f"http://127.0.0.1:{aws_box.port}"
-        env = dagster_env(
-            home,
-            dagster_url,
-            through,
-            **aws_through(aws, aws_url),
+        own = {
+            **aws_env(aws, aws_url),
+            "ENABLE_JOIN_LINK_SCHEDULER": "true",
+            "ENABLE_JOIN_LINK_FALLBACK_CRON": "true",
             **JWT_ENV,
-            JLG_REGISTRAR="http",
-            JLG_ONLINE_SESSION_URL=f"http://127.0.0.1:{service_box.port}/",
-            JLG_ONLINE_SESSION_TOKEN="chaos-service-token",  # noqa: S106 - local stand-in
-            JLG_MAX_SESSIONS_PER_RUN="25",
-            JLG_ONLINE_SESSION_MAX_PAUSE_S=str(MAX_PAUSE_S),
-            **settings,
-        )
+            "JLG_REGISTRAR": "http",
+            "JLG_ONLINE_SESSION_URL": f"http://127.0.0.1:{service_box.port}/",
+            "JLG_ONLINE_SESSION_TOKEN": "chaos-service-token",
+            "JLG_MAX_SESSIONS_PER_RUN": "25",
+            "JLG_ONLINE_SESSION_MAX_PAUSE_S": str(MAX_PAUSE_S),
+        }
+        env = system_env(home, dagster_url, through, **{**own, **settings})
         # EventBridge's own delivery talks to moto directly: its faults are ours to call.
         standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
         standin.start()

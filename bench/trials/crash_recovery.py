@@ -29,7 +29,6 @@ from bench.common import (
     Targets,
     all_met,
     bench_database,
-    dagster_env,
     execute_job,
     machine,
     strict_option,
@@ -37,6 +36,7 @@ from bench.common import (
     table,
 )
 from devstack.online_session import OnlineSessionService, online_session_service
+from devstack.system import system_env
 from jlg_pipeline.adapters.database import create_engine
 from testkit.factories import DUE, add_registrations, create_sessions
 
@@ -121,7 +121,7 @@ def main() -> None:
     ):
         engine = create_engine(url)
         add_registrations(engine, 1, 10)
-        env = dagster_env(
+        env = system_env(
             Path(home),
             dagster_url,
             url,

@@ -50,17 +50,14 @@ from bench.common import (
     Targets,
     admin_headers,
     all_met,
-    aws_through,
     bench_database,
-    dagster_env,
     machine,
     moto_process,
-    start_daemon,
     strict_option,
     table,
 )
 from devstack.eventbridge import EventBridgeStandIn
-from devstack.stack import Children
+from devstack.system import Children, aws_env, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.migrate import migrate
 from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
@@ -108,11 +105,13 @@ def run(
         ids = create_sessions(engine, sessions, at_offset=None, status=NOT_SCHEDULED)
         box = FaultProxy(int(aws.endpoint_url.rsplit(":", 1)[1]))
         box_url = f"http://127.0.0.1:{box.port}"
-        env = dagster_env(
+        env = system_env(
             home,
             dagster_url,
             url,
-            **aws_through(aws, box_url),
+            **aws_env(aws, box_url),
+            ENABLE_JOIN_LINK_SCHEDULER="true",
+            ENABLE_JOIN_LINK_FALLBACK_CRON="true",
             JLG_REGISTRAR="local",
             **JWT_ENV,
         )

@@ -35,7 +35,6 @@ from bench.common import (
     admin_headers,
     all_met,
     bench_database,
-    dagster_env,
     execute_job,
     generated_twice,
     machine,
@@ -45,6 +44,7 @@ from bench.common import (
     table,
 )
 from devstack.ports import free_port
+from devstack.system import system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.constants import FALLBACK_BATCH_LIMIT
 from jlg_pipeline.migrate import migrate
@@ -64,7 +64,7 @@ def restart_during_sweep(
         migrate(url)
         engine = create_engine(url)
         add_registrations(engine, 1, 3000)  # ~50 ms of local bulkRegister per session
-        env = dagster_env(
+        env = system_env(
             home,
             dagster_url,
             url,
@@ -136,7 +136,7 @@ def aws_unreachable(
     add_registrations(engine, 1, 20)
     ids = create_sessions(engine, patches, at_offset=None, status=NOT_SCHEDULED)
     closed = f"http://127.0.0.1:{free_port()}"
-    env = dagster_env(
+    env = system_env(
         home,
         dagster_url,
         url,

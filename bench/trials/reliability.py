@@ -38,7 +38,8 @@ from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.sqs_queue import SqsQueue
 from jlg_pipeline.adapters.tables import local_bulk_job
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.services.event_intake import acknowledge, drain
 from jlg_pipeline.services.generation import generate_for_session
 

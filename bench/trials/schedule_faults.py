@@ -9,8 +9,9 @@ app under uvicorn): **outbox** (schedule sync as built: the fast path, then
 ``join_link_schedule_sync_job`` retries and near times go direct) and **one-shot** (the same app
 with only the call after the response: today's behaviour before the outbox). The app's calls to
 EventBridge Scheduler go through a fault proxy in front of moto; the timeline is the same for
-both worlds: AWS down (connections dropped) for a phase, then 30 % of calls failing (503),
-then every call delayed 0-3 s (so calls reorder), then healthy. One session in four gets a
+both worlds (testkit's fault proxy, as in the chaos trial): AWS down (connections reset) for a
+phase, then throttling (each connection's first call refused), then slow (every chunk held back
+1.5 s), then healthy. One session in four gets a
 second PATCH a few seconds after the first, so two calls of one session race.
 
 The Dagster side is emulated in-process, every 5 s, by what its sensors do: the EventBridge
@@ -24,17 +25,14 @@ minutes of its time, none early, none twice.
 """
 
 import argparse
-import json
 import os
 import random
-import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +40,10 @@ import httpx
 from sqlalchemy import Engine, text
 
 from bench.common import (
+    JWT_ENV,
     Targets,
     admin_headers,
     all_met,
-    app_env,
     bench_database,
     machine,
     moto_process,
@@ -54,19 +52,21 @@ from bench.common import (
 )
 from devstack.aws import EXECUTION_ROLE_ARN, LocalAws
 from devstack.eventbridge import EventBridgeStandIn
-from devstack.ports import free_port
+from devstack.system import app_env, aws_env
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler, scheduler_client
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.messages import parse_message
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.generation import generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 from testkit.factories import NOT_SCHEDULED, add_registrations, create_sessions
+from testkit.fault_proxy import FaultProxy, Mode
 from testkit.served import start_web
 
 ON_TIME = timedelta(minutes=2)
@@ -74,63 +74,29 @@ TICK_SECONDS = 5.0
 
 
 class Faults:
-    """The timeline both worlds share: down, failing, slow, then healthy."""
+    """The timeline both worlds share, played on each world's fault proxy (the one the tests
+    and the other trials use): AWS down (every connection reset), throttling (each connection's
+    first call refused), slow (every chunk held back), then healthy."""
 
-    PHASES = ("down", "failing", "slow", "healthy")
+    PHASES = (Mode.REFUSING, Mode.THROTTLING, Mode.SLOW, Mode.PASSING)
 
     def __init__(self, phase_seconds: float) -> None:
         self.started = time.monotonic()
         self.phase_seconds = phase_seconds
-        self.rng = random.Random(7)
-        self.calls: dict[str, int] = dict.fromkeys(self.PHASES, 0)
+        self.proxies: list[FaultProxy] = []
 
-    def phase(self) -> str:
+    def phase(self) -> Mode:
         index = int((time.monotonic() - self.started) // self.phase_seconds)
         return self.PHASES[min(index, len(self.PHASES) - 1)]
 
-
-def fault_proxy(target: str, faults: Faults) -> ThreadingHTTPServer:
-    """An HTTP proxy to ``target`` that misbehaves as the timeline says."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _handle(self) -> None:
-            phase = faults.phase()
-            faults.calls[phase] += 1
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if phase == "down":
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-                return
-            if phase == "failing" and faults.rng.random() < 0.3:
-                self.send_response(503)
-                self.send_header("x-amzn-ErrorType", "ServiceUnavailableException")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-                return
-            if phase == "slow":
-                time.sleep(faults.rng.random() * 3)
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-            answer = httpx.request(
-                self.command, target + self.path, headers=headers, content=body, timeout=30
-            )
-            self.send_response(answer.status_code)
-            for key, value in answer.headers.items():
-                if key.lower() not in ("content-length", "transfer-encoding", "connection"):
-                    self.send_header(key, value)
-            self.send_header("Content-Length", str(len(answer.content)))
-            self.end_headers()
-            self.wfile.write(answer.content)
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    def play(self, stop: threading.Event) -> None:
+        """Set every proxy to the phase's mode until ``stop``."""
+        while not stop.is_set():
+            mode = self.phase()
+            for proxy in self.proxies:
+                if proxy.mode is not mode:
+                    proxy.mode = mode
+            stop.wait(0.2)
 
 
 @dataclass
@@ -289,21 +255,29 @@ def main() -> None:
             stack.callback(engine.dispose)
             add_registrations(engine, 1, 25)
             aws = stack.enter_context(moto_process())
-            proxy = fault_proxy(aws.endpoint_url, faults)
-            stack.callback(proxy.shutdown)
-            proxy_url = f"http://127.0.0.1:{proxy.server_address[1]}"
+            proxy = FaultProxy(int(aws.endpoint_url.rsplit(":", 1)[1]))
+            proxy.mode = Mode.REFUSING
+            stack.callback(proxy.close)
+            faults.proxies.append(proxy)
+            proxy_url = f"http://127.0.0.1:{proxy.port}"
             world = World(name, outbox_on, url, engine, aws, proxy_url)
             world.sessions = create_sessions(
                 engine, args.sessions, at_offset=None, status=NOT_SCHEDULED
             )
-            env = {**app_env(url, aws), "AWS_ENDPOINT_URL": proxy_url}
+            env = {
+                **app_env(url, **aws_env(aws), **JWT_ENV, ENABLE_JOIN_LINK_SCHEDULER="true"),
+                "AWS_ENDPOINT_URL": proxy_url,
+            }
             log = Path(f"/tmp/jlg_bench_faults_{name}.log")  # noqa: S108 - a local bench log
             process, world.base = start_web(env, log=log)
             stack.callback(process.wait, 10)
             stack.callback(process.terminate)
             worlds.append(world)
         faults.started = time.monotonic()
-        threads = [threading.Thread(target=w.daemon, daemon=True) for w in worlds]
+        playing = threading.Event()
+        stack.callback(playing.set)
+        threads = [threading.Thread(target=faults.play, args=(playing,), daemon=True)]
+        threads += [threading.Thread(target=w.daemon, daemon=True) for w in worlds]
         threads += [threading.Thread(target=arm, args=(w, plan, faults.started)) for w in worlds]
         for thread in threads:
             thread.start()
@@ -313,6 +287,7 @@ def main() -> None:
                 break
         for world in worlds:
             world.stop.set()
+        playing.set()
         for thread in threads:
             thread.join(timeout=60)
         report = {w.name: results(w) for w in worlds}
@@ -334,7 +309,7 @@ def main() -> None:
         )
     table(
         f"On time under AWS faults: {args.sessions} sessions, {len(plan)} PATCHes, phases of "
-        f"{args.phase_seconds:.0f} s (down, 30% failing, 0-3 s delays, healthy) ({machine()})",
+        f"{args.phase_seconds:.0f} s (down, throttling, slow, healthy) ({machine()})",
         rows,
         (
             "world",
@@ -348,7 +323,6 @@ def main() -> None:
             "all on time, 0 early, 0 twice",
         ),
     )
-    print("\nscheduler API calls through the proxy, by phase:", json.dumps(faults.calls))
     targets.finish(args.strict)
 
 

@@ -24,15 +24,13 @@ from bench.common import (
     ROOT,
     bench_database,
     cycles_with_two_jobs,
-    dagster_env,
     machine,
     moto_process,
-    start_daemon,
     status_counts,
     table,
 )
 from devstack.online_session import Answer, online_session_service
-from devstack.stack import Children
+from devstack.system import Children, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.domain.messages import build_message
 from testkit.factories import DUE, add_registrations, create_sessions
@@ -52,7 +50,7 @@ def run(sessions: int, storm_s: float, retry_after: int) -> dict[str, float]:
         engine = create_engine(url)
         add_registrations(engine, 1, 10)
         ids = create_sessions(engine, sessions, at_offset=DUE)
-        env = dagster_env(
+        env = system_env(
             home,
             dagster_url,
             url,

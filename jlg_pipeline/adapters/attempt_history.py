@@ -6,7 +6,7 @@ from sqlalchemy import CTE, Engine, func, select, update
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
-from jlg_pipeline.domain.models import AttemptOutcome, AttemptRecord
+from jlg_pipeline.domain.attempts import AttemptOutcome, AttemptRecord
 from jlg_pipeline.domain.validation import SessionId
 
 

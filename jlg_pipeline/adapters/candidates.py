@@ -9,7 +9,6 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    CompoundSelect,
     Engine,
     Select,
     and_,
@@ -26,13 +25,12 @@ from jlg_pipeline.adapters.session_statements import (
     claimable,
     due,
     due_session,
-    in_fresh_index,
     ms,
     unattended,
 )
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import DueSession
+from jlg_pipeline.domain.session_state import DueSession
 
 
 def past(after: ColumnElement[timedelta]) -> ColumnElement[bool]:
@@ -44,18 +42,6 @@ def overdue(after: ColumnElement[timedelta]) -> ColumnElement[bool]:
     """Past ``after`` and not COMPLETED: the predicates of ix_psession_link_gen_due, so the
     planner can use it."""
     return and_(past(after), ps.c.link_generation_status != S.COMPLETED.value)
-
-
-def armed_by_status() -> CompoundSelect[Any]:
-    """(status, count) of the sessions not deleted armed with a time (``ARMED_STATUSES``), each
-    tier counted through its own partial index (ix_psession_link_gen_fresh,
-    ix_psession_link_gen_failed), so the cost follows the sessions that hold a time, never the
-    host table's size."""
-    live = ps.c.deleted_at.is_(None)
-    status = ps.c.link_generation_status
-    fresh = select(status, func.count()).where(live, in_fresh_index()).group_by(status)
-    failed = select(literal(S.FAILED.value), func.count()).where(live, status == S.FAILED.value)
-    return union_all(fresh, failed)
 
 
 class Candidates:

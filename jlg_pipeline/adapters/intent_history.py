@@ -8,7 +8,7 @@ from sqlalchemy import CTE, BindParameter, ColumnElement, Engine, ScalarSelect, 
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.tables import link_generation_change as changes
-from jlg_pipeline.domain.models import IntentChange
+from jlg_pipeline.domain.session_state import IntentChange
 from jlg_pipeline.domain.validation import SessionId
 
 

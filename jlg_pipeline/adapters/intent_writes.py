@@ -49,7 +49,6 @@ from jlg_pipeline.domain.constants import (
     READABLE_FROM,
     TimingWindows,
 )
-from jlg_pipeline.domain.models import SetOutcome, SetResult
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     OPERATION_CHUNK,
@@ -60,6 +59,7 @@ from jlg_pipeline.domain.programme_actions import (
     Skipped,
     skip_reason,
 )
+from jlg_pipeline.domain.session_state import SetOutcome, SetResult
 from jlg_pipeline.domain.validation import SessionId
 
 ONE_SECOND = literal(timedelta(seconds=1), Interval())

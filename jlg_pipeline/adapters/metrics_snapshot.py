@@ -7,21 +7,36 @@ that hold only the sessions that hold a time, what is due or what is open (docs/
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import Engine, Interval, func, literal, select, text
+from sqlalchemy import CompoundSelect, Engine, Interval, func, literal, select, text, union_all
 
-from jlg_pipeline.adapters.candidates import armed_by_status, overdue
+from jlg_pipeline.adapters.candidates import overdue
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import NO_BUDGET, Look, ServiceView
-from jlg_pipeline.adapters.session_statements import waiting
+from jlg_pipeline.adapters.session_statements import in_fresh_index, waiting
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
+from jlg_pipeline.domain.attempts import AttemptOutcome
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import ARMED_STATUSES
+from jlg_pipeline.domain.status import LinkGenerationStatus as S
+
+
+def armed_by_status() -> CompoundSelect[Any]:
+    """(status, count) of the sessions not deleted armed with a time (``ARMED_STATUSES``), each
+    tier counted through its own partial index (ix_psession_link_gen_fresh,
+    ix_psession_link_gen_failed), so the cost follows the sessions that hold a time, never the
+    host table's size."""
+    live = ps.c.deleted_at.is_(None)
+    status = ps.c.link_generation_status
+    fresh = select(status, func.count()).where(live, in_fresh_index()).group_by(status)
+    failed = select(literal(S.FAILED.value), func.count()).where(live, status == S.FAILED.value)
+    return union_all(fresh, failed)
+
 
 OVERDUE_AFTER = timedelta(minutes=5)
 

@@ -13,7 +13,6 @@ from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_operation as operations
 from jlg_pipeline.adapters.tables import programme_operation_session as members
 from jlg_pipeline.domain.errors import CountChanged, TooManySessions
-from jlg_pipeline.domain.models import SetOutcome
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     OperationRecord,
@@ -21,6 +20,7 @@ from jlg_pipeline.domain.programme_actions import (
     Skipped,
     skip_reason,
 )
+from jlg_pipeline.domain.session_state import SetOutcome
 
 
 class ProgrammeOperations:

@@ -53,7 +53,7 @@ from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_turn as turn
 from jlg_pipeline.adapters.tables import session_queue as queued
 from jlg_pipeline.domain.constants import ON_TIME_MS, RECOVERY_EVERY, TimingWindows
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
 from jlg_pipeline.log import describe, log_event
 

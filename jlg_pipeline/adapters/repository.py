@@ -44,17 +44,11 @@ from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_turn as turn
 from jlg_pipeline.adapters.tables import served_order
 from jlg_pipeline.adapters.tables import session_queue as queued
+from jlg_pipeline.domain.attempts import AttemptOutcome, AttemptRecord, Claim, Trigger
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
-from jlg_pipeline.domain.models import (
-    AttemptOutcome,
-    AttemptRecord,
-    Claim,
-    IntentChange,
-    LinkGenerationState,
-    Trigger,
-)
 from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.retries import RETRY_BUDGET_S
+from jlg_pipeline.domain.session_state import IntentChange, LinkGenerationState
 from jlg_pipeline.domain.validation import SessionId
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from sqlalchemy import ColumnElement, Interval, Row, and_, func, literal, or_
 
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import DueSession, LinkGenerationState
 from jlg_pipeline.domain.programme_actions import SessionFilter
+from jlg_pipeline.domain.session_state import DueSession, LinkGenerationState
 from jlg_pipeline.domain.status import CLAIMABLE_STATUSES, LinkGenerationStatus
 
 S = LinkGenerationStatus

@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from jlg_pipeline.adapters.readable_time import ReadableTime
-from jlg_pipeline.domain.models import AttemptOutcome
+from jlg_pipeline.domain.attempts import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 metadata = MetaData()

@@ -2,7 +2,7 @@
 retry that backs off asks it here: a session's own failure (``retries.py``), a schedule change
 AWS did not take (``schedule_sync.py``), a result the database did not take
 (``services/generation.py``), a shared run's session whose result is left to record
-(``services/sweep.py``). The op's own ``RetryPolicy`` is Dagster's (its ``Backoff``)."""
+(``services/batch.py``). The op's own ``RetryPolicy`` is Dagster's (its ``Backoff``)."""
 
 MAX_DOUBLINGS = 64
 """Past this many, every cap has long been reached (and 2.0 ** n would overflow)."""

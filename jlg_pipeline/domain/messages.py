@@ -18,7 +18,7 @@ from pydantic import (
 
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import InvalidMessage
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 
 QUEUE_TYPE = "EVENT"
 SUB_TYPE = "JOIN_LINK_GENERATION"

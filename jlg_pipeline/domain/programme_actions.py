@@ -12,7 +12,7 @@ from uuid import UUID
 
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.errors import InvalidInput
-from jlg_pipeline.domain.models import SetOutcome
+from jlg_pipeline.domain.session_state import SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 
 MAX_OPERATION_SESSIONS = 10_000

@@ -23,15 +23,15 @@ from dagster import (
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.constants import (
     FALLBACK_BATCH_LIMIT,
     FALLBACK_CRON,
     FALLBACK_CRON_TIMEZONE,
 )
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.orchestration.resources import RunDatabase
-from jlg_pipeline.orchestration.run_records import finish, tag_start
+from jlg_pipeline.orchestration.run_outcome import finish, tag_start
 from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, run_tags
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.sweep import BACKFILL_LIMIT, backfill_window, sweep_overdue_sessions

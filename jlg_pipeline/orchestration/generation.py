@@ -26,31 +26,27 @@ from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.constants import MAX_RETRY_ATTEMPTS
 from jlg_pipeline.domain.errors import DatabaseUnavailable, GenerationFailed, InvalidInput
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationOutcome, GenerationResult
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import (
-    BulkRegisterRequest,
-    GenerationOutcome,
-    GenerationResult,
-    Trigger,
-)
-from jlg_pipeline.orchestration.resources import RunDatabase
-from jlg_pipeline.orchestration.run_records import (
-    FAILED_OUTCOME,
-    finish,
-    outcome_metadata,
-    queue_metadata,
-    tag_outcome,
-    tag_start,
-)
-from jlg_pipeline.orchestration.run_requests import (
+from jlg_pipeline.orchestration.generation_runs import (
     GENERATE_OP,
     GENERATION_JOB,
     SHARED_GENERATE_OP,
     SHARED_GENERATION_JOB,
     GenerateJoinLinksConfig,
     SharedGenerationConfig,
+)
+from jlg_pipeline.orchestration.resources import RunDatabase
+from jlg_pipeline.orchestration.run_outcome import (
+    FAILED_OUTCOME,
+    finish,
+    outcome_metadata,
+    queue_metadata,
+    tag_outcome,
+    tag_start,
 )
 from jlg_pipeline.orchestration.sweep_time import sweep_runs_at
 from jlg_pipeline.orchestration.tags import (
@@ -62,10 +58,10 @@ from jlg_pipeline.orchestration.tags import (
     run_tags,
 )
 from jlg_pipeline.services.after_failure import By, after_failure
+from jlg_pipeline.services.batch import generate_each, generate_retrying_unrecorded
 from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import bind_gate
 from jlg_pipeline.services.set_aside import Path
-from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
 
 RETRY_DELAY_SECONDS = 10.0
 

@@ -25,9 +25,9 @@ from dagster import (
 )
 
 from jlg_pipeline.config import DEFAULT_RETENTION_DAYS
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.orchestration.tags import LONG_MAX_RUNTIME_S, TRIGGER_TAG, run_tags
 
 PRUNE_JOB = "join_link_dagster_prune_job"

@@ -32,14 +32,15 @@ from dagster import (
 
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.messages import correlation_id
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
 from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, SyncReport
 from jlg_pipeline.log import describe
+from jlg_pipeline.orchestration.generation_runs import Work, covering, requests_for
 from jlg_pipeline.orchestration.resources import RunDatabase
-from jlg_pipeline.orchestration.run_requests import Work, covering, requests_for
 from jlg_pipeline.orchestration.tags import (
     MAX_RUNTIME_TAG,
     SYNC_MAX_RUNTIME_S,

@@ -26,11 +26,11 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
+from jlg_pipeline.orchestration.generation_runs import Work, covering, requests_for
 from jlg_pipeline.orchestration.resources import QueueIntake, RunDatabase
-from jlg_pipeline.orchestration.run_requests import Work, covering, requests_for
 from jlg_pipeline.services.event_intake import (
     AcceptedEvent,
     RunsExist,

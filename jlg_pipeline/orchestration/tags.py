@@ -1,5 +1,5 @@
 """Run tags naming the session and the trigger, so runs can be found and limited per session,
-and the tags Dagster itself writes that the code location reads (run_origin.py checks each
+and the tags Dagster itself writes that the code location reads (launched_by.py checks each
 against the instance's records: a person can type any tag into the Launchpad)."""
 
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane

@@ -34,12 +34,12 @@ from dagster import (
 )
 
 from jlg_pipeline.adapters.service_view import PROBE_MARGIN_S
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import DatabaseUnavailable
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import Trigger
 from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
+from jlg_pipeline.orchestration.generation_runs import shared_run_request
 from jlg_pipeline.orchestration.resources import RunDatabase
-from jlg_pipeline.orchestration.run_requests import shared_run_request
 from jlg_pipeline.services.drain import HEARTBEAT_S
 
 WATCHDOG_INTERVAL_S = 5

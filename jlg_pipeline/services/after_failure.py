@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from jlg_pipeline.domain.errors import GenerationFailed
-from jlg_pipeline.domain.models import SessionResult
+from jlg_pipeline.domain.generation import SessionResult
 
 
 class By(StrEnum):

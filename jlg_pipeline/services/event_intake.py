@@ -19,8 +19,8 @@ from typing import Protocol
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
 from jlg_pipeline.domain.errors import DatabaseRefused, DatabaseUnavailable, InvalidMessage
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.messages import JoinLinkGenerationMessage, parse_message
-from jlg_pipeline.domain.models import BulkRegisterRequest
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)

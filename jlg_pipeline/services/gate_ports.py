@@ -5,9 +5,10 @@ online-session service's shared view (``adapters/service_view.py``)."""
 from datetime import datetime
 from typing import Protocol
 
+from jlg_pipeline.domain.attempts import Claim, Trigger
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import Claim, LinkGenerationState, Trigger
 from jlg_pipeline.domain.service_view import Health, Turn, ViewState
+from jlg_pipeline.domain.session_state import LinkGenerationState
 from jlg_pipeline.domain.validation import SessionId
 
 

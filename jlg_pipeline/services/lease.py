@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from jlg_pipeline.domain.attempts import Claim
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import Claim
 from jlg_pipeline.log import describe, log_event
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from jlg_pipeline.domain.attempts import Claim, Trigger
 from jlg_pipeline.domain.backoff import backoff_s
 from jlg_pipeline.domain.errors import (
     DatabaseUnavailable,
@@ -23,13 +24,7 @@ from jlg_pipeline.domain.errors import (
     RetryableGenerationFailed,
     is_retryable,
 )
-from jlg_pipeline.domain.models import (
-    BulkRegisterResult,
-    Claim,
-    GenerationOutcome,
-    GenerationResult,
-    Trigger,
-)
+from jlg_pipeline.domain.generation import BulkRegisterResult, GenerationOutcome, GenerationResult
 from jlg_pipeline.domain.retries import retry_wait_s
 from jlg_pipeline.domain.service_view import (
     Health,

@@ -12,14 +12,10 @@ from typing import Any
 from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain import validation
+from jlg_pipeline.domain.attempts import AttemptRecord
 from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, SessionNotFound
-from jlg_pipeline.domain.models import (
-    AttemptRecord,
-    IntentChange,
-    LinkGenerationState,
-    SetOutcome,
-)
 from jlg_pipeline.domain.programme_actions import SessionFilter
+from jlg_pipeline.domain.session_state import IntentChange, LinkGenerationState, SetOutcome
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 

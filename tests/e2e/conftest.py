@@ -4,7 +4,6 @@ through JLG_TEST_* configuration only; the constants keep their production value
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,12 +22,11 @@ from sqlalchemy import Engine
 from devstack.aws import LocalAws, emptied_moto
 from devstack.eventbridge import EventBridgeStandIn
 from devstack.ports import free_port, wait_until_answers
-from devstack.stack import Children
+from devstack.system import Children, aws_env, start_daemon, start_web, system_env
 from testkit.factories import session_row
 from tests.support import ROOT
 from tests.support.secrets import find_secrets
 from tests.support.web import JWT_ENV, SECRET, admin_headers
-from web.server import command
 
 BIN = Path(sys.executable).parent
 
@@ -151,45 +149,23 @@ def start_stack(
             aws.client("scheduler"), aws.client("sqs"), interval_seconds=0.5
         )
         standin.start()
-        home = tmp_path / "dagster_home"
-        home.mkdir(exist_ok=True)
-        shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
         logs = tmp_path / "logs"
         logs.mkdir(exist_ok=True)
-        web_port = free_port()
-        env = {
-            **os.environ,
-            **aws.env,
-            "DAGSTER_HOME": str(home),
-            "DAGSTER_POSTGRES_URL": dagster_storage_url,
-            "JLG_DATABASE_URL": db_url,
-            "JLG_SQS_QUEUE_URL": aws.queue_url,
+        settings = {
+            **aws_env(aws),
             **JWT_ENV,
             "JLG_REGISTRAR": "local",
-            "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-            "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/e2e",
             "ENABLE_JOIN_LINK_SCHEDULER": "true",
             "ENABLE_JOIN_LINK_FALLBACK_CRON": "false",
             "TMPDIR": str(tmp_path),
-            **overrides,
         }
+        env = system_env(
+            tmp_path / "dagster_home", dagster_storage_url, db_url, **{**settings, **overrides}
+        )
         children = Children()
         started.append((children, standin))
-        children.start(
-            "web",
-            command("127.0.0.1", web_port, str(BIN / "python")),
-            env,
-            ROOT,
-            logs / "web.log",
-        )
-        children.start(
-            "dagster-daemon",
-            [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-            env,
-            ROOT,
-            logs / "dagster-daemon.log",
-        )
-        web_url = f"http://127.0.0.1:{web_port}"
+        web_url = start_web(children, env, free_port(), logs / "web.log")
+        start_daemon(children, env, logs / "dagster-daemon.log")
         wait_until_answers(f"{web_url}/readyz", 60, children.running)
         assert not children.exited(), (logs / "web.log").read_text()
         return Stack(engine, env, web_url, aws, logs, children, standin)

@@ -14,8 +14,8 @@ from sqlalchemy import Engine
 
 from devstack.online_session import OnlineSessionService
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import AttemptOutcome
 from jlg_pipeline.domain.messages import build_message, cycle_id
-from jlg_pipeline.domain.models import AttemptOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.factories import create_session, force_state
 from testkit.fault_proxy import FaultProxy, Mode

@@ -6,7 +6,6 @@ sharing the database. A near-time PATCH and an event are each generated exactly 
 
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -21,7 +20,18 @@ from sqlalchemy import Engine, func, select
 
 from devstack.aws import LocalAws, start_moto
 from devstack.ports import free_port, wait_until_answers
-from devstack.stack import Children, create_dagster_storage
+from devstack.system import (
+    Children,
+    aws_env,
+    create_dagster_storage,
+    dagster_env,
+    dagster_home,
+    start_code_server,
+    start_daemon,
+    start_web,
+    start_webserver,
+    system_env,
+)
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
@@ -29,7 +39,6 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.factories import add_registrations, create_session, force_state, session_row
 from tests.support import ROOT
 from tests.support.web import JWT_ENV, admin_headers
-from web.server import command
 
 pytestmark = pytest.mark.timeout(300)
 BIN = Path(sys.executable).parent
@@ -76,87 +85,37 @@ def topology(
     engine: Engine, db_url: str, dagster_storage_url: str, tmp_path: Path
 ) -> Iterator[Topology]:
     aws = start_moto(free_port())
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    home = dagster_home(tmp_path / "dagster_home")
     logs = tmp_path / "logs"
     logs.mkdir()
-    dagster = {
-        **{k: os.environ[k] for k in DAGSTER_ONLY if k in os.environ},
-        "DAGSTER_HOME": str(home),
-        "DAGSTER_POSTGRES_URL": dagster_storage_url,
-        "TMPDIR": str(tmp_path),
-    }
-    app = {
-        **dagster,
-        **aws.env,
-        "JLG_DATABASE_URL": db_url,
+    dagster = dagster_env(home, dagster_storage_url, {k: os.environ[k] for k in DAGSTER_ONLY})
+    app = system_env(
+        home,
+        dagster_storage_url,
+        db_url,
+        **aws_env(aws),
         **JWT_ENV,
-        "JLG_REGISTRAR": "local",
-        "JLG_SQS_QUEUE_URL": aws.queue_url,
-        "AWS_SCHEDULER_TARGET_QUEUE_ARN": aws.queue_arn,
-        "AWS_SCHEDULER_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/topology",
-        "ENABLE_JOIN_LINK_SCHEDULER": "true",
-        "ENABLE_JOIN_LINK_FALLBACK_CRON": "false",
-    }
+        JLG_ENVIRONMENT="production",
+        JLG_REGISTRAR="local",
+        ENABLE_JOIN_LINK_SCHEDULER="true",
+        ENABLE_JOIN_LINK_FALLBACK_CRON="false",
+    )
     children = Children()
     code_port, ui_port = free_port(), free_port()
-    create_dagster_storage(dagster, BIN)
+    create_dagster_storage(dagster)
     try:
-        children.start(
-            "code-location",
-            [
-                str(BIN / "dagster"),
-                "api",
-                "grpc",
-                "-m",
-                "jlg_pipeline.definitions",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(code_port),
-            ],
-            app,
-            tmp_path,
-            logs / "code-location.log",
-        )
+        start_code_server(children, app, code_port, logs / "code-location.log")
         workspace = _workspace(tmp_path / "workspace.yaml", code_port)
-        children.start(
-            "dagster-daemon",
-            [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
-            dagster,
-            tmp_path,
-            logs / "dagster-daemon.log",
+        start_daemon(children, dagster, logs / "dagster-daemon.log", workspace)
+        webserver_url = start_webserver(
+            children, dagster, ui_port, logs / "dagster-webserver.log", workspace
         )
-        children.start(
-            "dagster-webserver",
-            [
-                str(BIN / "dagster-webserver"),
-                "-w",
-                str(workspace),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(ui_port),
-            ],
-            dagster,
-            tmp_path,
-            logs / "dagster-webserver.log",
-        )
-        web_urls = []
-        for replica in ("web-a", "web-b"):
-            port = free_port()
-            children.start(
-                replica,
-                command("127.0.0.1", port, str(BIN / "python")),
-                app,
-                ROOT,
-                logs / f"{replica}.log",
-            )
-            web_urls.append(f"http://127.0.0.1:{port}")
+        web_urls = [
+            start_web(children, app, free_port(), logs / f"{replica}.log", replica)
+            for replica in ("web-a", "web-b")
+        ]
         for url in web_urls:
             wait_until_answers(f"{url}/readyz", 60, children.running)
-        webserver_url = f"http://127.0.0.1:{ui_port}"
         wait_until_answers(f"{webserver_url}/server_info", 120, children.running)
         assert not children.exited(), "\n".join(p.read_text() for p in logs.glob("*.log"))
         yield Topology(engine, web_urls, webserver_url, aws, children, logs)

@@ -20,8 +20,9 @@ from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.cli import main
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
-from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationResult
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session

@@ -11,9 +11,10 @@ from sqlalchemy import Engine, func, select
 from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import generation_attempt
+from jlg_pipeline.domain.attempts import AttemptOutcome, Claim, Trigger
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import GenerationFailed, RegistrarRejected
-from jlg_pipeline.domain.models import AttemptOutcome, BulkRegisterRequest, Claim, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.generation import generate_for_session

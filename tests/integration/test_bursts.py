@@ -20,16 +20,17 @@ from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import RegistrarRejected
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.domain.messages import build_message
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
 from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.fallback import join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_shared_generation_job
-from jlg_pipeline.orchestration.run_requests import covering, requests_for
+from jlg_pipeline.orchestration.generation_runs import covering, requests_for
 from jlg_pipeline.orchestration.schedule_sync import build_schedule_sync_sensor
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.services.program_session import ProgramSessionService

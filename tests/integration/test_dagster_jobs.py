@@ -13,15 +13,16 @@ from devstack.online_session import Answer, online_session_service
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import AttemptOutcome, Trigger
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.lanes import Lane
-from jlg_pipeline.domain.models import AttemptOutcome, BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job, join_link_fallback_sweep_job
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
-from jlg_pipeline.orchestration.run_records import COUNT_TAGS
-from jlg_pipeline.orchestration.run_requests import shared_run_request
+from jlg_pipeline.orchestration.generation_runs import shared_run_request
+from jlg_pipeline.orchestration.run_outcome import COUNT_TAGS
 from jlg_pipeline.orchestration.tags import TRIGGER_TAG
 from testkit.factories import create_session, end_retry_wait, force_state, session_row
 from tests.support.fakes import RecordingRegistrar

@@ -25,16 +25,11 @@ from jlg_pipeline.adapters.database import (
 )
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import AttemptOutcome, Trigger
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import DatabaseUnavailable
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult, GenerationResult
 from jlg_pipeline.domain.messages import cycle_id
-from jlg_pipeline.domain.models import (
-    AttemptOutcome,
-    BulkRegisterRequest,
-    BulkRegisterResult,
-    GenerationResult,
-    Trigger,
-)
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.generation import build_generation_job

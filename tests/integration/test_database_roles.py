@@ -27,7 +27,8 @@ from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, 
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.migrate import migrate
 from jlg_pipeline.services.generation import bind_gate, generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import (
     DatabaseUnavailable,
     GenerationFailed,
@@ -16,7 +17,7 @@ from jlg_pipeline.domain.errors import (
     RegistrarUnavailable,
     RetryableGenerationFailed,
 )
-from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationResult
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row

@@ -15,7 +15,7 @@ from devstack.online_session import Answer, OnlineSessionService, online_session
 from devstack.ports import free_port
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar, error_code, shares_secret
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.validation import SessionId
 
 TOKEN = "svc-token-7f3a9c"

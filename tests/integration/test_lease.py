@@ -11,8 +11,9 @@ import time
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationResult
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row

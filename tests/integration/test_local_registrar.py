@@ -9,7 +9,7 @@ from sqlalchemy import Engine, func, select
 from jlg_pipeline.adapters.registrars.embedded import EmbeddedRegistrar
 from jlg_pipeline.adapters.tables import local_bulk_job, local_join_link
 from jlg_pipeline.domain.errors import InvalidInput, RegistrarRejected
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.factories import add_registrations, create_session, force_state
 

@@ -18,7 +18,7 @@ from jlg_pipeline import bootstrap, cli
 from jlg_pipeline.cli import main
 from jlg_pipeline.config import Settings
 from jlg_pipeline.domain.errors import RegistrarRejected, RegistrarUnavailable
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.validation import SessionId
 from tests.support.web import SECRET
 

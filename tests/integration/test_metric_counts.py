@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from sqlalchemy import Engine, text
 
-from jlg_pipeline.adapters.candidates import armed_by_status
 from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.metric_counts import Counts, fold, read_counts
+from jlg_pipeline.adapters.metrics_snapshot import armed_by_status
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.status import ARMED_STATUSES, LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session

@@ -11,13 +11,14 @@ from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
+from jlg_pipeline.services.batch import generate_each
 from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import bind_gate
-from jlg_pipeline.services.sweep import generate_each
 from testkit.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 

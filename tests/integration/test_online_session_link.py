@@ -7,8 +7,9 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import GenerationFailed, RegistrarUnavailable
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, online_snapshot

@@ -19,7 +19,8 @@ from sqlalchemy import Engine, text
 from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, Trigger
+from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.schedule_sync import build_schedule_sync_sensor

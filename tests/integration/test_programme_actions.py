@@ -17,7 +17,6 @@ from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.tables import link_generation_change, schedule_outbox
-from jlg_pipeline.domain.models import SetOutcome
 from jlg_pipeline.domain.programme_actions import (
     OPERATION_CHUNK,
     OPERATION_SHARE,
@@ -25,6 +24,7 @@ from jlg_pipeline.domain.programme_actions import (
     ProgrammeRequest,
     SessionFilter,
 )
+from jlg_pipeline.domain.session_state import SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.factories import create_sessions, force_state, session_row
 from tests.support.web import Aws, admin_headers, client_for, settings_for

@@ -21,8 +21,8 @@ from sqlalchemy import Engine
 from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.programme_operations import ProgrammeOperations
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Claim
 from jlg_pipeline.domain.errors import CountChanged
-from jlg_pipeline.domain.models import Claim
 from jlg_pipeline.domain.programme_actions import (
     ProgrammeAction,
     ProgrammeRequest,

@@ -21,8 +21,9 @@ from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.domain.attempts import Claim, Trigger
 from jlg_pipeline.domain.constants import ON_TIME_MS, RECOVERY_EVERY
-from jlg_pipeline.domain.models import Claim, GenerationResult, Trigger
+from jlg_pipeline.domain.generation import GenerationResult
 from jlg_pipeline.domain.service_view import Budget, Health
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId

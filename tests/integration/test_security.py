@@ -23,8 +23,9 @@ from devstack.online_session import Answer, online_session_service
 from jlg_pipeline.adapters.registrars.http import HttpRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.config import Environment, Settings
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import NonRetryableGenerationFailed
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job
 from jlg_pipeline.orchestration.resources import build_resources

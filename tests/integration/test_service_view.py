@@ -26,13 +26,9 @@ from sqlalchemy import Engine, text
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import RegistrarUnavailable, RetryableGenerationFailed
-from jlg_pipeline.domain.models import (
-    BulkRegisterRequest,
-    BulkRegisterResult,
-    GenerationResult,
-    Trigger,
-)
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult, GenerationResult
 from jlg_pipeline.domain.retries import retry_wait_s
 from jlg_pipeline.domain.service_view import (
     BREAKER_FAILURES,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from jlg_pipeline.domain.constants import BIGINT_MAX, INT_MAX, MAX_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.run_sharing import ONE_RUN_EACH, RunSharing
-from jlg_pipeline.orchestration.run_requests import covering
+from jlg_pipeline.orchestration.generation_runs import covering
 from jlg_pipeline.orchestration.sqs_events import build_sqs_sensor
 from jlg_pipeline.orchestration.tags import RUN_KEY_TAG
 from tests.support import ROOT

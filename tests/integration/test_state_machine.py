@@ -10,7 +10,8 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.models import Claim, SetOutcome
+from jlg_pipeline.domain.attempts import Claim
+from jlg_pipeline.domain.session_state import SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session, force_state, session_row

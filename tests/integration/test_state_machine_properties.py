@@ -12,7 +12,8 @@ from sqlalchemy import Engine, text
 
 from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.models import Claim, SetOutcome
+from jlg_pipeline.domain.attempts import Claim
+from jlg_pipeline.domain.session_state import SetOutcome
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session, online_snapshot, session_row

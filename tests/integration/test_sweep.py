@@ -6,12 +6,12 @@ from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import RegistrarRejected
-from jlg_pipeline.domain.models import (
+from jlg_pipeline.domain.generation import (
     BulkRegisterRequest,
     BulkRegisterResult,
     GenerationOutcome,
-    Trigger,
 )
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId

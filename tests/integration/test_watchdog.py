@@ -27,9 +27,10 @@ from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.tables import program_session, schedule_outbox
 from jlg_pipeline.definitions import build_definitions
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationResult
 from jlg_pipeline.domain.messages import parse_message
-from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationResult, Trigger
 from jlg_pipeline.domain.service_view import BREAKER_FAILURES, Health, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
@@ -316,7 +317,7 @@ def test_a_shared_run_leaves_a_retryable_failure_to_the_watchdog_and_finishes_th
     FAILED with its wait (the run does not sleep on it), and the watchdog's next run for it
     completes it; the others are called once."""
     from jlg_pipeline.domain.errors import RegistrarUnavailable
-    from jlg_pipeline.domain.models import BulkRegisterResult
+    from jlg_pipeline.domain.generation import BulkRegisterResult
 
     ok, flaky = create_session(engine), create_session(engine)
     for sid in (ok, flaky):

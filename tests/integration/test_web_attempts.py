@@ -11,8 +11,9 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import RegistrarRejected
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.services.generation import generate_for_session
 from testkit.factories import create_session, force_state, session_row

@@ -11,15 +11,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from jlg_pipeline.adapters.sqs_queue import QueueMessage
+from jlg_pipeline.domain.attempts import Claim, Trigger
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import (
-    BulkRegisterRequest,
-    BulkRegisterResult,
-    Claim,
-    LinkGenerationState,
-    Trigger,
-)
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.domain.service_view import Health, Turn, Verdict, ViewState
+from jlg_pipeline.domain.session_state import LinkGenerationState
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 

@@ -10,8 +10,9 @@ import time
 
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.constants import TimingWindows
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.services.generation import generate_for_session
 
 

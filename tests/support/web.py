@@ -60,9 +60,9 @@ class SettledClient(TestClient):
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
         response = super().request(*args, **kwargs)
-        after_response = getattr(getattr(self.app, "state", None), "after_response", None)
-        if after_response is not None:
-            assert after_response.drain(20), "the fast path did not end within 20 s"
+        fast_path = getattr(getattr(self.app, "state", None), "fast_path", None)
+        if fast_path is not None:
+            assert fast_path.drain(20), "the fast path did not end within 20 s"
         return response
 
 

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from jlg_pipeline.domain.errors import GenerationFailed
-from jlg_pipeline.domain.models import GenerationResult, SessionResult
+from jlg_pipeline.domain.generation import GenerationResult, SessionResult
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.after_failure import after_failure, after_failures, run_headline
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import pytest
 
 from jlg_pipeline.domain.errors import DatabaseUnavailable
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.services.event_intake import acknowledge, drain, record_options
 from tests.support.fakes import FakeQueue
 

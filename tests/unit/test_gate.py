@@ -7,18 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import (
     NonRetryableGenerationFailed,
     RegistrarRejected,
     RegistrarUnavailable,
     RetryableGenerationFailed,
 )
-from jlg_pipeline.domain.models import (
-    BulkRegisterRequest,
-    GenerationOutcome,
-    GenerationResult,
-    Trigger,
-)
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationOutcome, GenerationResult
 from jlg_pipeline.domain.service_view import Health, Hold, Turn, Verdict
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
 from jlg_pipeline.services.generation import generate_for_session

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devstack import stack
+from devstack import stack, system
 from jlg_pipeline import cli
 from jlg_pipeline.adapters.database import normalize_url
 from jlg_pipeline.config import (
@@ -215,9 +215,9 @@ def test_local_stack_files_are_private_from_the_start(
     monkeypatch.delenv("JLG_JWT_SECRET", raising=False)
     old = os.umask(0o022)
     try:
-        data = stack.private_dir(tmp_path / ".data")
-        logs = stack.private_dir(data / "logs")
-        with stack.private_file(logs / "web.log", os.O_WRONLY | os.O_APPEND) as log:
+        data = system.private_dir(tmp_path / ".data")
+        logs = system.private_dir(data / "logs")
+        with system.private_file(logs / "web.log", os.O_WRONLY | os.O_APPEND) as log:
             assert _mode(logs / "web.log") == 0o600, "private while still empty"
             log.write(b"line\n")
         secret = stack._jwt_secret(data)
@@ -234,7 +234,7 @@ def test_local_stack_files_are_private_from_the_start(
 def test_an_open_data_folder_left_by_an_older_version_is_tightened(tmp_path: Path) -> None:
     (tmp_path / ".data").mkdir(mode=0o755)
     (tmp_path / ".data").chmod(0o755)
-    assert _mode(stack.private_dir(tmp_path / ".data")) == 0o700
+    assert _mode(system.private_dir(tmp_path / ".data")) == 0o700
 
 
 @pytest.mark.parametrize(

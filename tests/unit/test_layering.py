@@ -2,8 +2,7 @@
 Starlette nor the AWS SDK, no adapter imports an entry point's framework, the two entry
 points (``web/``, ``orchestration/``) never import each other, and nothing shipped imports
 the development stack or the test stand-ins (``devstack``, ``testkit``, ``tests``). Shipped
-code reads the environment only in the settings module, the code location's entry point and
-the CLI."""
+code reads the environment only in the settings module."""
 
 import ast
 from pathlib import Path
@@ -23,11 +22,7 @@ RULES = {
     "adapters": FRAMEWORKS | {"jlg_pipeline.services"},
     "orchestration": {"starlette", "uvicorn", "web"},
 }
-READS_ENVIRONMENT = {
-    "jlg_pipeline/config.py",
-    "jlg_pipeline/definitions.py",
-    "jlg_pipeline/cli.py",
-}
+READS_ENVIRONMENT = {"jlg_pipeline/config.py"}
 SHIPPED = {
     "web": {"dagster", "jlg_pipeline.orchestration", "jlg_pipeline.definitions"},
     "jlg_pipeline": {"testkit", "tests", "bench", "devstack"},
@@ -181,7 +176,52 @@ def test_nothing_below_the_edges_checks_a_value_again() -> None:
 def test_a_request_is_checked_when_parsed_not_each_time_it_is_made() -> None:
     """``BulkRegisterRequest.parse`` checks; the type itself is a plain record, so a request
     passed from the queue to the gate to the registrar is not checked three times."""
-    from jlg_pipeline.domain.models import BulkRegisterRequest
+    from jlg_pipeline.domain.generation import BulkRegisterRequest
 
     assert not hasattr(BulkRegisterRequest, "__post_init__")
     assert callable(BulkRegisterRequest.parse)
+
+
+BUILDER = "devstack/system.py"
+SYSTEM_PROCESSES = {"dagster-daemon", "dagster-webserver"}
+
+
+def _starts_a_process_of_the_system(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "start"
+            and isinstance(node.func.value, ast.Name | ast.Attribute)
+            and "children" in ast.unparse(node.func.value).lower()
+        ):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node.func)}")
+        # A command line: an executable's path (``BIN / "dagster-daemon"``) or an argv list.
+        parts = (
+            [node.right]
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+            else node.elts
+            if isinstance(node, ast.List)
+            else []
+        )
+        found += [
+            f"{path.relative_to(ROOT)}:{part.lineno} {part.value!r}"
+            for part in parts
+            if isinstance(part, ast.Constant) and part.value in SYSTEM_PROCESSES | {"grpc"}
+        ]
+    return found
+
+
+def test_the_system_is_assembled_by_one_builder() -> None:
+    """``jlg dev``, the e2e and production-topology tests, the benchmarks and the trials start
+    the system's processes through ``devstack/system.py`` alone (the environment they share
+    and each process's command), so how the system starts is written once."""
+    files = [
+        p
+        for top in ("devstack", "tests", "bench", "testkit")
+        for p in sorted((ROOT / top).rglob("*.py"))
+        if str(p.relative_to(ROOT)) not in {BUILDER, "tests/unit/test_layering.py"}
+    ]
+    assert files
+    assert [hit for path in files for hit in _starts_a_process_of_the_system(path)] == []

@@ -98,15 +98,13 @@ def test_nothing_imports_a_dependency_s_private_parts() -> None:
 
 def test_a_session_id_is_parsed_where_it_enters_and_trusted_inside() -> None:
     """``validation.session_id`` (the one rule) turns a value into a ``SessionId`` where it
-    enters: the HTTP path, the request a message or run config becomes, a sensor cursor the
-    watchdog reads (it can be typed into the UI), the repository's public methods. The
-    statements inside take that type and check nothing again."""
+    enters: the HTTP path, the request a message, run config or a stored row becomes
+    (``BulkRegisterRequest.parse``), a sensor cursor the watchdog reads (it can be typed into
+    the UI). The stores take that type and check nothing again."""
     edges = (
         "web/parsing.py",
-        "jlg_pipeline/domain/models.py",
+        "jlg_pipeline/domain/generation.py",
         "jlg_pipeline/orchestration/watchdog.py",
-        "jlg_pipeline/adapters/repository.py",
-        "jlg_pipeline/adapters/intent_writes.py",
     )
     inside = [
         use

@@ -12,7 +12,7 @@ from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.domain.errors import GenerationInProgress, InvalidInput, SessionNotFound
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
-from jlg_pipeline.domain.models import LinkGenerationState, SetOutcome, SetResult
+from jlg_pipeline.domain.session_state import LinkGenerationState, SetOutcome, SetResult
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.program_session import ProgramSessionService

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import LINK_GENERATION_HORIZON, TimingWindows
 from jlg_pipeline.domain.errors import InvalidInput
-from jlg_pipeline.domain.models import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 
 
 @pytest.mark.parametrize("value", [1, 7, 2**63 - 1])

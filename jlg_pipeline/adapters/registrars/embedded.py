@@ -19,7 +19,7 @@ from jlg_pipeline.adapters.tables import local_bulk_job, local_join_link, local_
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import DEFAULT_REGISTRAR_BATCH_SIZE
 from jlg_pipeline.domain.errors import RegistrarRejected
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 
 JOIN_URL_BASE = "https://join.local.invalid/s"
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from jlg_pipeline.adapters.socket_deadlines import CallDeadline
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 from typing import Protocol
 
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 
 
 class BulkRegistrar(Protocol):

@@ -8,9 +8,10 @@ from typing import Any
 
 from dagster import Failure, MetadataValue, OpExecutionContext, Output
 
+from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.generation import GenerationOutcome, GenerationResult, SweepReport
 from jlg_pipeline.domain.messages import cycle_id
-from jlg_pipeline.domain.models import GenerationOutcome, GenerationResult, SweepReport, Trigger
-from jlg_pipeline.orchestration.run_origin import trigger_of
+from jlg_pipeline.orchestration.launched_by import trigger_of
 from jlg_pipeline.orchestration.sweep_time import sweep_runs_at
 from jlg_pipeline.orchestration.tags import (
     CYCLE_TAG,

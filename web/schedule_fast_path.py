@@ -19,7 +19,7 @@ FAST_PATH_QUEUE = 64
 SHUTDOWN_WAIT_S = 10.0
 
 
-class AfterResponse:
+class ScheduleFastPath:
     def __init__(self, workers: int = FAST_PATH_WORKERS, queue: int = FAST_PATH_QUEUE) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fast-path")
         self._slots = threading.BoundedSemaphore(workers + queue)

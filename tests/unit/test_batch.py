@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
-from jlg_pipeline.domain.models import BulkRegisterRequest, GenerationOutcome, GenerationResult
+from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationOutcome, GenerationResult
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.after_failure import By, who_tries_again
-from jlg_pipeline.services.sweep import generate_each, generate_retrying_unrecorded
+from jlg_pipeline.services.batch import generate_each, generate_retrying_unrecorded
 from tests.support.logs import fields_of
 
 

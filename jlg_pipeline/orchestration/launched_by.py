@@ -15,7 +15,7 @@ Anything else, a re-execution a person launched included, is ``manual``."""
 
 from dagster import DagsterInstance, DagsterInvariantViolationError, DagsterRun, RunsFilter
 
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.orchestration.tags import (
     AUTO_RETRY_TAG,
     BACKFILL_TAG,

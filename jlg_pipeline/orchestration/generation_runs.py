@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 from dagster import Config, DagsterInstance, DagsterRunStatus, RunRecord, RunRequest, RunsFilter
 from pydantic import ValidationError
 
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import InvalidInput
+from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
-from jlg_pipeline.domain.models import BulkRegisterRequest, Trigger
 from jlg_pipeline.domain.run_sharing import RunSharing
 from jlg_pipeline.orchestration.tags import CORRELATION_TAG, RUN_KEY_TAG, SESSION_TAG, TRIGGER_TAG
 

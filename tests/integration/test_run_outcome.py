@@ -14,9 +14,10 @@ from starlette.testclient import TestClient
 
 from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.errors import RegistrarRejected
-from jlg_pipeline.domain.models import BulkRegisterRequest, BulkRegisterResult, Trigger
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.fallback import BACKFILL_DAYS, backfill_partitions_from
 from jlg_pipeline.orchestration.generation import build_generation_job

@@ -1,5 +1,5 @@
 """Who asked for a run comes from what Dagster records, never from what its tags claim
-(orchestration/run_origin.py, docs/design.md "A guest"): a backfill's own runs and their
+(orchestration/launched_by.py, docs/design.md "A guest"): a backfill's own runs and their
 automatic retries are ``backfill``; a person's run carrying the very same tags, a retry Dagster's
 retry daemon did not launch, and any tick, sensor or backfill typed into the Launchpad are
 ``manual``. (Runs a sensor or schedule tick asked for: tests/e2e, through the real daemon.)"""
@@ -16,11 +16,11 @@ from dagster import DagsterInstance, DagsterRun, RunsFilter
 from sqlalchemy import Engine
 
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.domain.models import Trigger
+from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.orchestration.fallback import join_link_backfill_job
 from jlg_pipeline.orchestration.generation import build_generation_job
-from jlg_pipeline.orchestration.run_origin import trigger_of
+from jlg_pipeline.orchestration.launched_by import trigger_of
 from jlg_pipeline.orchestration.tags import AUTO_RETRY_TAG, BACKFILL_TAG, PARTITION_TAG
 from testkit.factories import create_session, force_state
 from tests.support import ROOT
@@ -115,7 +115,7 @@ def test_a_hand_launch_is_manual_whatever_its_tags_claim(
 ) -> None:
     """What the Launchpad lets a person type: a tick, sensor, backfill or retry Dagster has
     no record of; the session's attempt and the run's own tag both say ``manual``."""
-    monkeypatch.setattr("jlg_pipeline.orchestration.run_origin.BACKFILL_RECORD_WAIT_S", 0.1)
+    monkeypatch.setattr("jlg_pipeline.orchestration.launched_by.BACKFILL_RECORD_WAIT_S", 0.1)
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(minutes=-1))
     instance = DagsterInstance.ephemeral()
