@@ -162,23 +162,38 @@ def create_dagster_storage(env: dict[str, str]) -> None:
         raise ConfigError(f"could not create Dagster's storage: {done.stderr.strip()[-500:]}")
 
 
+def from_tree(env: dict[str, str], root: Path) -> dict[str, str]:
+    """``env`` for a process that runs the code of ``root`` (a release's tree checked out beside
+    this one: the upgrade trial's), ahead of this checkout's."""
+    return env if root == ROOT else {**env, "PYTHONPATH": str(root)}
+
+
 def start_web(
-    children: Children, env: dict[str, str], port: int, log: Path, name: str = "web"
+    children: Children,
+    env: dict[str, str],
+    port: int,
+    log: Path,
+    name: str = "web",
+    root: Path = ROOT,
 ) -> str:
-    """The admin API as the image runs it (``python -m web``: web/server.py's bounds); its URL.
-    The caller waits for ``/readyz``."""
-    children.start(name, command("127.0.0.1", port, str(BIN / "python")), env, ROOT, log)
+    """The admin API as the image runs it (``python -m web``: web/server.py's bounds), from the
+    code of ``root``; its URL. The caller waits for ``/readyz``."""
+    argv = command("127.0.0.1", port, str(BIN / "python"))
+    children.start(name, argv, from_tree(env, root), root, log)
     return f"http://127.0.0.1:{port}"
 
 
 def start_daemon(
-    children: Children, env: dict[str, str], log: Path, workspace: Path = WORKSPACE
+    children: Children,
+    env: dict[str, str],
+    log: Path,
+    workspace: Path = WORKSPACE,
+    root: Path = ROOT,
 ) -> int:
-    """``dagster-daemon run`` on ``workspace``; its process group id (the daemon, the code
-    servers it starts and their run workers)."""
-    children.start(
-        "dagster-daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env, ROOT, log
-    )
+    """``dagster-daemon run`` on ``workspace``, from the code of ``root``; its process group id
+    (the daemon, the code servers it starts and their run workers)."""
+    argv = [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)]
+    children.start("dagster-daemon", argv, from_tree(env, root), root, log)
     return children.processes["dagster-daemon"].pid
 
 
@@ -194,10 +209,13 @@ def start_webserver(
     return f"http://127.0.0.1:{port}"
 
 
-def start_code_server(children: Children, env: dict[str, str], port: int, log: Path) -> None:
-    """The code location on its own, as the Helm chart's user-code deployment runs it."""
+def start_code_server(
+    children: Children, env: dict[str, str], port: int, log: Path, root: Path = ROOT
+) -> None:
+    """The code location on its own, as the Helm chart's user-code deployment runs it, from the
+    code of ``root``."""
     argv = [
         str(BIN / "dagster"),
         *("api", "grpc", "-m", "jlg_pipeline.definitions", "-h", "127.0.0.1", "-p", str(port)),
     ]
-    children.start("code-location", argv, env, ROOT, log)
+    children.start("code-location", argv, from_tree(env, root), root, log)

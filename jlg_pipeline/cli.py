@@ -53,7 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("migrate", help="apply migrations (to head by default)")
-    up.add_argument("revision", nargs="?", default="head")
+    up.add_argument(
+        "revision",
+        nargs="?",
+        default="head",
+        help="head (every step, contract ones too: once every process runs this release), "
+        "expand (the steps safe while the previous release still runs), or a revision",
+    )
     up.add_argument(
         "--adopt",
         action="store_true",

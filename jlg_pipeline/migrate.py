@@ -9,6 +9,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 import migrations
@@ -31,13 +32,44 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
+EXPAND = "expand"
+"""The revision argument that means: every expand step still to apply, up to the first
+contract step (the upgrade's first command, while the previous release still runs)."""
+PHASES = (EXPAND, "contract")
+
+
+def phases() -> list[tuple[str, str]]:
+    """Every revision, oldest first, with its phase: ``expand`` (safe while the previous
+    release runs) or ``contract`` (only once every process runs this release)."""
+    script = ScriptDirectory.from_config(alembic_config(OFFLINE_URL))
+    revisions = reversed(list(script.walk_revisions()))
+    return [(r.revision, str(getattr(r.module, "phase", ""))) for r in revisions]
+
+
+def expand_head(current: str | None) -> str:
+    """The last revision before the first contract step after ``current`` (None: an empty
+    database); ``current`` itself when the next step is a contract one."""
+    ordered = phases()
+    names = [name for name, _ in ordered]
+    start = names.index(current) + 1 if current is not None else 0
+    last = current
+    for name, phase in ordered[start:]:
+        if phase != EXPAND:
+            break
+        last = name
+    return last or "base"
+
+
 def migrate(database_url: str, revision: str = "head", *, adopt: bool = False) -> None:
-    """Upgrade to ``revision``. With ``adopt``, a brownfield database whose host tables exist
-    is first stamped past the host-table revision, so only the additive one runs."""
+    """Upgrade to ``revision`` (``expand``: every expand step still to apply). With
+    ``adopt``, a brownfield database whose host tables exist is first stamped past the
+    host-table revision, so only the additive one runs."""
     config = alembic_config(database_url)
     if adopt:
         _check_brownfield(database_url)
         command.stamp(config, HOST_TABLE_REVISION)
+    if revision == EXPAND:
+        revision = expand_head(current_revision(database_url))
     command.upgrade(config, revision)
 
 
@@ -89,6 +121,8 @@ def plan(database_url: str, revision: str = "head", *, adopt: bool = False) -> s
         start: str | None = HOST_TABLE_REVISION
     else:
         start = current_revision(database_url)
+    if revision == EXPAND:
+        revision = expand_head(start)
     statements = upgrade_statements(start, revision)
     return render(steps(statements), len(statements))
 

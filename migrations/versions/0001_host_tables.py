@@ -17,6 +17,7 @@ revision: str = "0001_host_tables"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 _now = sa.text("now()")
 

@@ -21,6 +21,7 @@ revision: str = "0002_link_generation"
 down_revision: str | None = "0001_host_tables"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 _TABLE = "hdb_program_session"
 _STATUSES = "'NOT_SCHEDULED', 'SCHEDULED', 'IN_PROGRESS', 'COMPLETED', 'FAILED'"

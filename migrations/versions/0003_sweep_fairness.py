@@ -20,6 +20,7 @@ revision: str = "0003_sweep_fairness"
 down_revision: str | None = "0002_link_generation"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 _TABLE = "hdb_program_session"
 INDEXES = {

@@ -23,6 +23,7 @@ revision: str = "0004_schedule_outbox"
 down_revision: str | None = "0003_sweep_fairness"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 SEQUENCE = "jlg_schedule_outbox_version_seq"
 

@@ -20,6 +20,7 @@ revision: str = "0005_attempt_history"
 down_revision: str | None = "0004_schedule_outbox"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 OUTCOMES = "'IN_PROGRESS', 'COMPLETED', 'FAILED', 'SUPERSEDED', 'RECLAIMED'"
 

@@ -22,6 +22,7 @@ revision: str = "0006_hung_parts"
 down_revision: str | None = "0005_attempt_history"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 
 def upgrade() -> None:

@@ -20,6 +20,7 @@ revision: str = "0007_idempotent_jobs"
 down_revision: str | None = "0006_hung_parts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 TABLE = "jlg_local_bulk_job"
 

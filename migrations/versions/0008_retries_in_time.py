@@ -23,6 +23,7 @@ revision: str = "0008_retries_in_time"
 down_revision: str | None = "0007_idempotent_jobs"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 _TABLE = "hdb_program_session"
 _INDEX = "ix_psession_link_gen_retry"

@@ -35,6 +35,7 @@ revision: str = "0009_metric_counts"
 down_revision: str | None = "0008_retries_in_time"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 LAG_BOUNDS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400)
 

@@ -24,6 +24,7 @@ revision: str = "0010_guest"
 down_revision: str | None = "0009_metric_counts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 HOST_TABLE = "hdb_program_session"
 OLD_TRIGGERS = tuple(

@@ -20,6 +20,7 @@ revision: str = "0011_service_view"
 down_revision: str | None = "0010_guest"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 
 def _moment(name: str) -> sa.Column:  # type: ignore[type-arg]

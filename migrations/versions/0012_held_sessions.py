@@ -21,6 +21,7 @@ revision: str = "0012_held_sessions"
 down_revision: str | None = "0011_service_view"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 
 def upgrade() -> None:

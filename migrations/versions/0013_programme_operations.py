@@ -24,6 +24,7 @@ revision: str = "0013_programme_operations"
 down_revision: str | None = "0012_held_sessions"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 
 def upgrade() -> None:

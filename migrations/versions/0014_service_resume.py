@@ -19,6 +19,7 @@ revision: str = "0014_service_resume"
 down_revision: str | None = "0013_programme_operations"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 
 def upgrade() -> None:

@@ -23,6 +23,7 @@ revision: str = "0015_readable_times"
 down_revision: str | None = "0014_service_resume"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 
 def upgrade() -> None:

@@ -21,6 +21,7 @@ revision: str = "0016_audit_rights"
 down_revision: str | None = "0015_readable_times"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 APPEND_ONLY = """
 DO $$

@@ -30,6 +30,7 @@ revision: str = "0017_one_queue"
 down_revision: str | None = "0016_audit_rights"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+phase: str = "expand"
 
 _TABLE = "hdb_program_session"
 _INDEX = "ix_psession_link_gen_programme"

@@ -279,10 +279,15 @@ def test_the_admin_api_is_replicated_probed_bounded_and_secret_free() -> None:
     pod = deployment["spec"]["template"]
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
-    job = manifests["Job"]
-    [migrate] = _containers(job)
-    assert migrate["command"] == ["jlg", "migrate"]
-    assert migrate["image"] == api["image"], "the same image migrates and serves"
+    jobs = {m["metadata"]["name"]: m for _, m in _manifests() if m["kind"] == "Job"}
+    # The expand steps before the rollout, the contract steps after (docs/operations.md).
+    commands = {name: _containers(job)[0]["command"] for name, job in jobs.items()}
+    assert commands == {
+        "jlg-migrate": ["jlg", "migrate", "expand"],
+        "jlg-contract": ["jlg", "migrate", "head"],
+    }
+    for job in jobs.values():
+        assert _containers(job)[0]["image"] == api["image"], "the same image migrates and serves"
     for _, manifest in _manifests():
         spec = manifest.get("spec", {}).get("template", {}).get("spec", {})
         for container in spec.get("containers", []):
@@ -515,7 +520,7 @@ def test_every_chart_pod_and_run_is_non_root_read_only_and_unprivileged(name: st
             "containers": [
                 {
                     "name": "dagster",
-                    "image": "registry.example.com/jlg-pipeline:0.1.0",
+                    "image": "registry.example.com/jlg-pipeline:0.2.0",
                     "securityContext": pod["container"],
                     "volumeMounts": pod["mounts"],
                 }
