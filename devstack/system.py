@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import yaml
+
 from devstack.aws import EXECUTION_ROLE_ARN, LocalAws
 from jlg_pipeline.adapters.database import instance_storage_url
 from jlg_pipeline.domain.errors import ConfigError
@@ -195,6 +197,16 @@ def start_daemon(
     argv = [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)]
     children.start("dagster-daemon", argv, from_tree(env, root), root, log)
     return children.processes["dagster-daemon"].pid
+
+
+def grpc_workspace(path: Path, port: int) -> Path:
+    """deploy/workspace.yaml (the daemon's and the webserver's, knowing only the code server's
+    address), pointed at a code server on ``port``, written to ``path``."""
+    workspace = yaml.safe_load((ROOT / "deploy" / "workspace.yaml").read_text())
+    [entry] = workspace["load_from"]
+    entry["grpc_server"].update(host="127.0.0.1", port=port)
+    path.write_text(yaml.safe_dump(workspace))
+    return path
 
 
 def start_webserver(

@@ -57,6 +57,11 @@ class FaultProxy:
         for sock in doomed:
             _reset(sock)
 
+    def retarget(self, target: int | str) -> None:
+        """Relay new connections to ``target`` from now on (a load balancer moving to a new
+        backend); connections open now stay on the old one until it closes them."""
+        self._target = target
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._listener.close()

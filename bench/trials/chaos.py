@@ -387,18 +387,7 @@ def admin(
             at = datetime.now(UTC) + timedelta(
                 seconds=rng.uniform(timeline.min_lead_s, timeline.max_lead_s)
             )
-            armed_s = record.now()
-            try:
-                status = http.patch(
-                    f"/program-session/{session}/link-generation",
-                    json={"linkGenerationAt": at.isoformat()},
-                ).status_code
-            except httpx.HTTPError:
-                status = 0
-            with record.lock:
-                record.armings.append(Arming(session, armed_s, at, status))
-                record.answers.append((armed_s, "PATCH", status))
-            if status != 200:
+            if arm_once(http, record, session, at) != 200:
                 retry.append((record.now() + 10, session))
 
         while not stop.is_set() and record.now() < arm_until:
@@ -421,6 +410,22 @@ def admin(
             when, session = retry.pop(0)
             stop.wait(max(when - record.now(), 0))
             arm(session)
+
+
+def arm_once(http: httpx.Client, record: Record, session: int, at: datetime) -> int:
+    """An admin's PATCH of ``session`` to ``at``, recorded with its answer (0: none)."""
+    armed_s = record.now()
+    try:
+        status = http.patch(
+            f"/program-session/{session}/link-generation",
+            json={"linkGenerationAt": at.isoformat()},
+        ).status_code
+    except httpx.HTTPError:
+        status = 0
+    with record.lock:
+        record.armings.append(Arming(session, armed_s, at, status))
+        record.answers.append((armed_s, "PATCH", status))
+    return status
 
 
 def _next_due(record: Record) -> int | None:
@@ -584,7 +589,7 @@ def run(
             end = record.started_at + timedelta(seconds=timeline.length_s)
             if last_due is not None:
                 end = max(end, last_due + timedelta(seconds=ON_TIME_S + 30))
-            while datetime.now(UTC) < end and not _all_completed(engine, record):
+            while datetime.now(UTC) < end and not all_completed(engine, record):
                 time.sleep(5)
         finally:
             stop.set()
@@ -594,7 +599,7 @@ def run(
     return Outcome(timeline, record, violations, figures)
 
 
-def _all_completed(engine: Engine, record: Record) -> bool:
+def all_completed(engine: Engine, record: Record) -> bool:
     armed = {a.session for a in record.armings if a.status == 200}
     with engine.connect() as conn:
         done = conn.execute(

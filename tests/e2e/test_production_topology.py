@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from sqlalchemy import Engine, func, select
 
 from devstack.aws import LocalAws, start_moto
@@ -26,6 +25,7 @@ from devstack.system import (
     create_dagster_storage,
     dagster_env,
     dagster_home,
+    grpc_workspace,
     start_code_server,
     start_daemon,
     start_web,
@@ -37,7 +37,6 @@ from jlg_pipeline.adapters.tables import local_bulk_job
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.factories import add_registrations, create_session, force_state, session_row
-from tests.support import ROOT
 from tests.support.web import JWT_ENV, admin_headers
 
 pytestmark = pytest.mark.timeout(300)
@@ -71,15 +70,6 @@ class Topology:
         pytest.fail(f"session {session_id} not {status} in {timeout}s\n{self.log_tail()}")
 
 
-def _workspace(path: Path, port: int) -> Path:
-    """deploy/workspace.yaml, pointed at the code server started here."""
-    workspace = yaml.safe_load((ROOT / "deploy" / "workspace.yaml").read_text())
-    [entry] = workspace["load_from"]
-    entry["grpc_server"].update(host="127.0.0.1", port=port)
-    path.write_text(yaml.safe_dump(workspace))
-    return path
-
-
 @pytest.fixture
 def topology(
     engine: Engine, db_url: str, dagster_storage_url: str, tmp_path: Path
@@ -105,7 +95,7 @@ def topology(
     create_dagster_storage(dagster)
     try:
         start_code_server(children, app, code_port, logs / "code-location.log")
-        workspace = _workspace(tmp_path / "workspace.yaml", code_port)
+        workspace = grpc_workspace(tmp_path / "workspace.yaml", code_port)
         start_daemon(children, dagster, logs / "dagster-daemon.log", workspace)
         webserver_url = start_webserver(
             children, dagster, ui_port, logs / "dagster-webserver.log", workspace
