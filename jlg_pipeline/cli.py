@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--plan",
         action="store_true",
         help="print every statement that will touch a host table, with the lock it takes, "
-        "and apply nothing",
+        "then those on our own tables with theirs, and apply nothing",
     )
     down = sub.add_parser("downgrade", help="revert migrations to a revision (e.g. base)")
     down.add_argument("revision")

@@ -16,6 +16,7 @@ import migrations
 from jlg_pipeline.adapters.database import create_engine, normalize_url
 from jlg_pipeline.domain.errors import JlgError
 from jlg_pipeline.migration_plan import HOST_TABLE_REVISION, Statement, render, steps
+from jlg_pipeline.own_table_locks import own_steps, render_own
 
 # The checkout holding migrations/, workspace.yaml and dagster.yaml (an editable install).
 REPOSITORY_ROOT = Path(migrations.__file__).resolve().parent.parent
@@ -114,7 +115,8 @@ def upgrade_statements(start: str | None = None, end: str = "head") -> list[Stat
 
 def plan(database_url: str, revision: str = "head", *, adopt: bool = False) -> str:
     """What :func:`migrate` would run from the database's current revision (past the host
-    tables when adopting), the statements that touch a host table shown with their locks.
+    tables when adopting), the statements that touch a host table shown with their locks, then
+    those that act on our own tables with theirs.
     Reads the database, applies nothing."""
     if adopt:
         _check_brownfield(database_url)
@@ -124,7 +126,7 @@ def plan(database_url: str, revision: str = "head", *, adopt: bool = False) -> s
     if revision == EXPAND:
         revision = expand_head(start)
     statements = upgrade_statements(start, revision)
-    return render(steps(statements), len(statements))
+    return render(steps(statements), len(statements)) + "\n\n" + render_own(own_steps(statements))
 
 
 def current_revision(database_url: str) -> str | None:

@@ -2,6 +2,7 @@
 SQL text alone: what the earlier revisions did is refused, what a guest may do is allowed
 with its lock, whatever the spelling (case, spacing, quoting, a schema)."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from jlg_pipeline.migration_plan import (
     render,
     steps,
 )
+from jlg_pipeline.own_table_locks import own_effect, own_steps, render_own
 from tests.support import earlier_schema
 
 HOST = "hdb_program_session"
@@ -160,3 +162,49 @@ def test_any_spelling_of_an_allowed_statement_is_allowed(
 )
 def test_a_name_that_only_looks_alike_is_not_a_host_table(name: str) -> None:
     assert effects(f"CREATE TRIGGER t AFTER INSERT ON {name} EXECUTE FUNCTION f()") == ()
+
+
+@pytest.mark.parametrize(
+    ("sql", "table", "lock"),
+    [
+        ("CREATE TABLE jlg_new (id BIGINT)", "jlg_new", Lock.NONE),
+        (
+            "CREATE INDEX ix ON jlg_generation_attempt (run_id)",
+            "jlg_generation_attempt",
+            Lock.SHARE,
+        ),
+        (
+            "CREATE INDEX CONCURRENTLY ix ON public.jlg_generation_attempt (run_id)",
+            "jlg_generation_attempt",
+            Lock.SHARE_UPDATE_EXCLUSIVE,
+        ),
+        (
+            "ALTER TABLE jlg_schedule_outbox ADD COLUMN c INT",
+            "jlg_schedule_outbox",
+            Lock.ACCESS_EXCLUSIVE,
+        ),
+        ('DROP TABLE IF EXISTS "jlg_held_session"', "jlg_held_session", Lock.ACCESS_EXCLUSIVE),
+        ("UPDATE jlg_worker SET beat_at = now()", "jlg_worker", Lock.ROW_EXCLUSIVE),
+        ("INSERT INTO jlg_service_view (id) VALUES (1)", "jlg_service_view", Lock.ROW_EXCLUSIVE),
+    ],
+)
+def test_each_statement_on_our_tables_names_its_table_and_lock(
+    sql: str, table: str, lock: Lock
+) -> None:
+    effect = own_effect(sql)
+    assert effect is not None
+    assert (effect.table, effect.lock) == (table, lock)
+
+
+def test_the_plan_shows_our_tables_locks_after_the_hosts() -> None:
+    statements = [
+        Statement("0017_x", "CREATE TABLE jlg_session_queue (id BIGINT)"),
+        Statement("0017_x", "CREATE INDEX ix_q ON jlg_session_queue (id)"),
+        Statement("0017_x", "CREATE SEQUENCE jlg_queue_served_seq"),
+        Statement("0017_x", "CREATE INDEX CONCURRENTLY ix ON hdb_program_session (program_id)"),
+    ]
+    assert [s.statement.sql for s in own_steps(statements)] == [s.sql for s in statements[:2]]
+    shown = render_own(own_steps(statements))
+    assert "[0017_x] a new table on jlg_session_queue, lock no lock on it" in shown
+    assert "[0017_x] an index on jlg_session_queue, lock SHARE" in shown
+    assert render_own([]) == "No statement acts on our own tables (jlg_*)."
