@@ -46,6 +46,7 @@ import httpx
 from sqlalchemy import Engine, make_url, text
 
 from bench.common import JWT_ENV, admin_headers, bench_database, machine, moto_process
+from bench.locks import sampled, tagged
 from bench.trials.chaos import (
     ON_TIME_S,
     Fault,
@@ -76,8 +77,6 @@ from testkit.factories import add_registrations
 from testkit.fault_proxy import FaultProxy
 from testkit.releases import ROOT, export, resolve
 
-MIGRATOR = "jlg-upgrade-migrate"
-"""The application_name the migration's connections carry, so its locks can be told apart."""
 COHORT = 10
 CALL_S = 4.0
 """How long the online-session stand-in takes to answer a bulkRegister."""
@@ -141,81 +140,24 @@ class Deployment:
 def jlg(command: str, url: str, step: Step, record: Record) -> None:
     """``jlg <command>`` from this checkout, as the runbook prints it, while the locks its
     connections hold are sampled."""
-    env = {**os.environ, "JLG_DATABASE_URL": _tagged(url), "JLG_ENVIRONMENT": "local"}
-    analysing = create_engine(url, pool_size=1, max_overflow=0)
-    try:
-        with analysing.connect() as conn:
-            conn.execute(text("ANALYZE"))
-            conn.commit()
-    finally:
-        analysing.dispose()
-    stop = threading.Event()
-    held: dict[tuple[str, str], tuple[float, float, int]] = {}
-    sampler = threading.Thread(target=_sample_locks, args=(url, held, stop), daemon=True)
-    sampler.start()
-    started = time.monotonic()
-    step.started_s = record.now()
-    done = subprocess.run(  # noqa: S603 - our own executable
-        [str(BIN / "jlg"), *command.split()],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    step.took_s = time.monotonic() - started
-    stop.set()
-    sampler.join(timeout=10)
+    env = {**os.environ, "JLG_DATABASE_URL": tagged(url), "JLG_ENVIRONMENT": "local"}
+    with sampled(url) as seen:
+        started = time.monotonic()
+        step.started_s = record.now()
+        done = subprocess.run(  # noqa: S603 - our own executable
+            [str(BIN / "jlg"), *command.split()],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        step.took_s = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"jlg {command} failed: {done.stderr[-2000:]}")
-    with_rows = [
-        (last - first, relation, mode, rows)
-        for (relation, mode), (first, last, rows) in held.items()
-        if rows > 0 and relation != "alembic_version"
-    ]
-    if with_rows:
-        took, relation, mode, rows = max(with_rows)
-        step.longest_lock = f"{mode} on {relation} ({rows:,} rows): {took * 1000:.0f} ms"
-    else:
-        step.longest_lock = "none on a table with rows"
+    locks = seen.locks()
+    step.longest_lock = str(locks[0]) if locks else "none on a table with rows"
     record.note(f"jlg {command}: {step.took_s:.1f} s; longest lock {step.longest_lock}")
-
-
-def _tagged(url: str) -> str:
-    joiner = "&" if "?" in url else "?"
-    return f"{url}{joiner}application_name={MIGRATOR}"
-
-
-def _sample_locks(
-    url: str, held: dict[tuple[str, str], tuple[float, float, int]], stop: threading.Event
-) -> None:
-    """Every relation lock the migrator's connections hold, when first and last seen (a
-    sample every 20 ms: a lock shorter than that may go unseen, one longer is timed to it),
-    with the table's rows as the statistics give them (the tables are analysed first: a count
-    would queue behind the migration's own locks)."""
-    engine = create_engine(url, pool_size=1, max_overflow=0)
-    try:
-        with engine.connect() as conn:
-            while not stop.is_set():
-                now = time.monotonic()
-                rows = conn.execute(
-                    text(
-                        "SELECT c.relname, l.mode, greatest(c.reltuples, 0)::bigint"
-                        " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-                        " JOIN pg_class c ON c.oid = l.relation"
-                        " WHERE a.application_name = :name AND l.granted"
-                        " AND l.locktype = 'relation' AND c.relkind IN ('r', 'p')"
-                        " AND c.relnamespace = 'public'::regnamespace"
-                    ),
-                    {"name": MIGRATOR},
-                ).all()
-                conn.rollback()
-                for relation, mode, tuples in rows:
-                    first, _, _ = held.get((relation, mode), (now, now, 0))
-                    held[(relation, mode)] = (first, now, tuples)
-                stop.wait(0.02)
-    finally:
-        engine.dispose()
 
 
 def admin(
