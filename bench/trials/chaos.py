@@ -585,18 +585,26 @@ def run(
             thread.start()
         try:
             admin(base, ids, timeline, record, stop)
-            last_due = max((a.at for a in record.armings if a.status == 200), default=None)
-            end = record.started_at + timedelta(seconds=timeline.length_s)
-            if last_due is not None:
-                end = max(end, last_due + timedelta(seconds=ON_TIME_S + 30))
-            while datetime.now(UTC) < end and not all_completed(engine, record):
-                time.sleep(5)
+            wait_until_done(
+                engine, record, record.started_at + timedelta(seconds=timeline.length_s)
+            )
         finally:
             stop.set()
             for thread in threads:
                 thread.join(timeout=300)
         violations, figures = judge(timeline, record, engine, system.service)
     return Outcome(timeline, record, violations, figures)
+
+
+def wait_until_done(engine: Engine, record: Record, not_before: datetime) -> None:
+    """Until every armed session is COMPLETED (not before ``not_before``), or the bound after the
+    last armed time has passed."""
+    last_due = max((a.at for a in record.armings if a.status == 200), default=None)
+    end = not_before
+    if last_due is not None:
+        end = max(end, last_due + timedelta(seconds=ON_TIME_S + 30))
+    while datetime.now(UTC) < end and not all_completed(engine, record):
+        time.sleep(5)
 
 
 def all_completed(engine: Engine, record: Record) -> bool:

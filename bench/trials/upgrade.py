@@ -52,10 +52,10 @@ from bench.trials.chaos import (
     Fault,
     Record,
     Timeline,
-    all_completed,
     arm_once,
     judge,
     reader,
+    wait_until_done,
 )
 from devstack.eventbridge import EventBridgeStandIn
 from devstack.online_session import Answer, OnlineSessionService, online_session_service
@@ -362,12 +362,7 @@ def run(
         try:
             upgrade(deployment, deployment.env["JLG_DATABASE_URL"], record, gap_s, steps)
             threads[0].join()
-            last_due = max((a.at for a in record.armings if a.status == 200), default=None)
-            end = datetime.now(UTC) + timedelta(seconds=ON_TIME_S + 30)
-            if last_due is not None:
-                end = max(end, last_due + timedelta(seconds=ON_TIME_S + 30))
-            while datetime.now(UTC) < end and not all_completed(engine, record):
-                time.sleep(5)
+            wait_until_done(engine, record, datetime.now(UTC) + timedelta(seconds=ON_TIME_S + 30))
         finally:
             stop.set()
             for thread in threads:
