@@ -293,6 +293,22 @@ def refusals(statements: list[Statement]) -> list[tuple[Statement, Effect]]:
     ]
 
 
+def described(step: Step, explained: set[str]) -> list[str]:
+    """Each of ``step``'s effects with its lock, and what that means the first time a kind
+    appears (``explained`` keeps which have)."""
+    lines = []
+    for effect in step.effects:
+        verdict = "REFUSED: " if not effect.allowed else ""
+        lines.append(
+            f"[{step.statement.revision}] {verdict}{effect.what} on {effect.table}, "
+            f"lock {effect.lock}"
+        )
+        if effect.what not in explained:
+            explained.add(effect.what)
+            lines.append(f"    ({effect.note})")
+    return lines
+
+
 def render(plan: list[Step], total: int) -> str:
     """The plan as ``jlg migrate --plan`` prints it: each statement that touches a host table
     with the lock it takes there, and what that means the first time a kind appears."""
@@ -302,17 +318,7 @@ def render(plan: list[Step], total: int) -> str:
     ]
     explained: set[str] = set()
     for step in plan:
-        lines.append("")
-        for effect in step.effects:
-            verdict = "REFUSED: " if not effect.allowed else ""
-            lines.append(
-                f"[{step.statement.revision}] {verdict}{effect.what} on {effect.table}, "
-                f"lock {effect.lock}"
-            )
-            if effect.what not in explained:
-                explained.add(effect.what)
-                lines.append(f"    ({effect.note})")
-        lines.append("    " + " ".join(step.statement.sql.split()))
+        lines += ["", *described(step, explained), "    " + " ".join(step.statement.sql.split())]
     if any(effect.lock is Lock.ACCESS_EXCLUSIVE for step in plan for effect in step.effects):
         lines += [
             "",

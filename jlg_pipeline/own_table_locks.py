@@ -6,7 +6,7 @@ No I/O: statements come in as SQL text."""
 
 import re
 
-from jlg_pipeline.migration_plan import Effect, Lock, Statement, Step
+from jlg_pipeline.migration_plan import Effect, Lock, Statement, Step, described
 
 _OURS = r'(?:"?\w+"?\.)?"?(jlg_\w+)"?(?![\w"])'
 _BRIEF = (
@@ -88,14 +88,6 @@ def render_own(plan: list[Step]) -> str:
     """Our tables' part of ``jlg migrate --plan``."""
     if not plan:
         return "No statement acts on our own tables (jlg_*)."
-    lines = [f"{len(plan)} act on our own tables (jlg_*), in this order:"]
     explained: set[str] = set()
-    for step in plan:
-        [effect] = step.effects
-        lines.append(
-            f"[{step.statement.revision}] {effect.what} on {effect.table}, lock {effect.lock}"
-        )
-        if effect.what not in explained:
-            explained.add(effect.what)
-            lines.append(f"    ({effect.note})")
-    return "\n".join(lines)
+    lines = [line for step in plan for line in described(step, explained)]
+    return "\n".join([f"{len(plan)} act on our own tables (jlg_*), in this order:", *lines])
