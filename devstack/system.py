@@ -222,7 +222,12 @@ def start_webserver(
 
 
 def start_code_server(
-    children: Children, env: dict[str, str], port: int, log: Path, root: Path = ROOT
+    children: Children,
+    env: dict[str, str],
+    port: int,
+    log: Path,
+    root: Path = ROOT,
+    name: str = "code-location",
 ) -> None:
     """The code location on its own, as the Helm chart's user-code deployment runs it, from the
     code of ``root``."""
@@ -230,4 +235,4 @@ def start_code_server(
         str(BIN / "dagster"),
         *("api", "grpc", "-m", "jlg_pipeline.definitions", "-h", "127.0.0.1", "-p", str(port)),
     ]
-    children.start("code-location", argv, from_tree(env, root), root, log)
+    children.start(name, argv, from_tree(env, root), root, log)

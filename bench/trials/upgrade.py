@@ -104,18 +104,25 @@ class Deployment:
     env: dict[str, str]
     children: Children = field(default_factory=Children)
     front: FaultProxy | None = None
-    code_port: int = 0
+    """The admin API's load balancer."""
+    code_front: FaultProxy | None = None
+    """The code location's Service: the daemon's workspace names its port."""
     starts: int = 0
 
     def log(self, name: str) -> Path:
         self.starts += 1
         return self.home / f"{self.starts:02d}-{name}.log"
 
-    def start_code_server(self, tree: Path) -> None:
-        start_code_server(self.children, self.env, self.code_port, self.log("code"), tree)
+    def start_code_server(self, tree: Path) -> tuple[str, int]:
+        """A code server from ``tree`` on a port of its own, serving; its name and port."""
+        name, port = f"code-{self.starts + 1}", free_port()
+        start_code_server(self.children, self.env, port, self.log("code"), tree, name)
+        wait_until_answers_grpc(self, port)
+        return name, port
 
     def start_daemon(self, tree: Path) -> None:
-        workspace = grpc_workspace(self.home / "workspace.yaml", self.code_port)
+        assert self.code_front is not None
+        workspace = grpc_workspace(self.home / "workspace.yaml", self.code_front.port)
         start_daemon(self.children, self.env, self.log("daemon"), workspace, tree)
 
     def start_web(self, tree: Path) -> str:
@@ -250,29 +257,31 @@ def deployment_of(
         create_dagster_storage(env)
         standin = EventBridgeStandIn(aws.client("scheduler"), aws.client("sqs"))
         standin.start()
-        deployment = Deployment(home, env, code_port=free_port())
+        deployment = Deployment(home, env)
         try:
-            deployment.start_code_server(tree)
-            wait_until_answers_grpc(deployment)
+            _, port = deployment.start_code_server(tree)
+            deployment.code_front = FaultProxy(port)
             deployment.start_daemon(tree)
             web = deployment.start_web(tree)
             deployment.front = FaultProxy(int(web.rsplit(":", 1)[1]))
             yield deployment, f"http://127.0.0.1:{deployment.front.port}", ids, engine, service
         finally:
             deployment.children.stop()
-            if deployment.front is not None:
-                deployment.front.close()
+            for front in (deployment.front, deployment.code_front):
+                if front is not None:
+                    front.close()
             standin.stop()
             engine.dispose()
 
 
-def wait_until_answers_grpc(deployment: Deployment, timeout: float = 90) -> None:
-    """Until the code server accepts connections (it loads the definitions first)."""
+def wait_until_answers_grpc(deployment: Deployment, port: int, timeout: float = 90) -> None:
+    """Until the code server on ``port`` accepts connections (it loads the definitions
+    first)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with (
             contextlib.suppress(OSError),
-            socket.create_connection(("127.0.0.1", deployment.code_port), timeout=1),
+            socket.create_connection(("127.0.0.1", port), timeout=1),
         ):
             return
         if not deployment.children.running():
@@ -318,10 +327,17 @@ def upgrade(
         current.took_s = current.took_s or time.monotonic() - started
         record.note(f"{name} done in {current.took_s:.1f} s")
 
-    def code_server(_: Step) -> None:
-        deployment.stop("code-location")
-        deployment.start_code_server(ROOT)
-        wait_until_answers_grpc(deployment)
+    def code_server(step: Step) -> None:
+        """As a rolling update of the user-code deployment: the new server serves, the
+        Service moves to it, then the old one stops (its runs in flight go on)."""
+        started = time.monotonic()
+        old = [name for name in deployment.children.processes if name.startswith("code-")]
+        _, port = deployment.start_code_server(ROOT)
+        assert deployment.code_front is not None
+        deployment.code_front.retarget(port)
+        step.took_s = time.monotonic() - started
+        for name in old:
+            deployment.stop(name)
 
     def daemon(_: Step) -> None:
         deployment.stop("dagster-daemon")

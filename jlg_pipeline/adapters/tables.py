@@ -318,18 +318,6 @@ service_view = Table(
 budget, a pause it asked for and its breaker, read and changed by every caller."""
 
 
-held_session = Table(
-    "jlg_held_session",
-    metadata,
-    Column("program_session_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("not_before", DateTime(timezone=True), nullable=False),
-    Index("ix_held_session_not_before", "not_before"),
-)
-"""Migration 0012: sessions the shared view held. Written by no process since 0017 (a held
-session waits in the one queue); kept until every process runs 0017's release, then dropped
-(a contract step: docs/operations.md, the migrations table)."""
-
-
 session_queue = Table(
     "jlg_session_queue",
     metadata,
