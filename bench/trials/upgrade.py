@@ -92,8 +92,12 @@ class Step:
     started_s: float = 0.0
     took_s: float = 0.0
     longest_lock: str = ""
-    in_flight: int = 0
+    runs: list[str] = field(default_factory=list)
     """Generation runs started and not ended when the step began."""
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.runs)
 
 
 @dataclass
@@ -290,19 +294,52 @@ def wait_until_answers_grpc(deployment: Deployment, port: int, timeout: float = 
     raise SystemExit("the code server did not start")
 
 
-def _runs_in_flight(dagster_url: str) -> int:
-    """Runs started and not ended, read from Dagster's storage (``dagster_url``, psycopg2's)."""
+def _dagster(dagster_url: str) -> Engine:
+    """Dagster's storage (``dagster_url``, psycopg2's), read with our driver."""
     url = make_url(dagster_url).set(drivername="postgresql+psycopg")
-    engine = create_engine(url.render_as_string(hide_password=False), pool_size=1, max_overflow=0)
+    return create_engine(url.render_as_string(hide_password=False), pool_size=1, max_overflow=0)
+
+
+def _runs_in_flight(dagster_url: str) -> list[str]:
+    """The runs started and not ended."""
+    engine = _dagster(dagster_url)
     try:
         with engine.connect() as conn:
-            return int(
+            return list(
                 conn.execute(
-                    text("SELECT count(*) FROM runs WHERE status IN ('STARTING', 'STARTED')")
-                ).scalar_one()
+                    text("SELECT run_id FROM runs WHERE status IN ('STARTING', 'STARTED')")
+                ).scalars()
             )
     finally:
         engine.dispose()
+
+
+def fates(dagster_url: str, engine: Engine, steps: list[Step]) -> str:
+    """How the runs in flight at the steps ended (Dagster's status) and what became of the
+    attempts they held: COMPLETED by the run itself, or RECLAIMED (taken over by a worker)."""
+    ids = sorted({run for s in steps for run in s.runs})
+    if not ids:
+        return "no run was in flight at a step"
+    dagster = _dagster(dagster_url)
+    try:
+        with dagster.connect() as conn:
+            ended = conn.execute(
+                text("SELECT status, count(*) FROM runs WHERE run_id = ANY(:ids) GROUP BY 1"),
+                {"ids": ids},
+            ).all()
+    finally:
+        dagster.dispose()
+    with engine.connect() as conn:
+        attempts = conn.execute(
+            text(
+                "SELECT outcome, count(*) FROM jlg_generation_attempt"
+                " WHERE run_id = ANY(:ids) GROUP BY 1"
+            ),
+            {"ids": ids},
+        ).all()
+    runs = ", ".join(f"{n} {status}" for status, n in sorted(ended))
+    held = ", ".join(f"{n} {outcome}" for outcome, n in sorted(attempts)) or "none"
+    return f"{len(ids)} run(s) in flight at a step ended: {runs}; their attempts: {held}"
 
 
 def upgrade(
@@ -316,8 +353,8 @@ def upgrade(
         steps.append(current)
         deadline = time.monotonic() + IN_FLIGHT_WAIT_S
         while True:
-            current.in_flight = _runs_in_flight(deployment.env["DAGSTER_POSTGRES_URL"])
-            if current.in_flight or time.monotonic() > deadline:
+            current.runs = _runs_in_flight(deployment.env["DAGSTER_POSTGRES_URL"])
+            if current.runs or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         current.started_s = record.now()
@@ -390,6 +427,7 @@ def run(
             [],
         )
         violations, figures = judge(timeline, record, engine, service)
+        record.note(fates(deployment.env["DAGSTER_POSTGRES_URL"], engine, steps))
         print("\n## what happened\n")
         print("\n".join(record.events))
     return steps, violations, figures
