@@ -33,7 +33,7 @@ from devstack.system import (
     system_env,
 )
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.adapters.tables import local_bulk_job
+from jlg_pipeline.adapters.tables import local_bulk_job, worker
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from testkit.factories import add_registrations, create_session, force_state, session_row
@@ -114,6 +114,18 @@ def topology(
         aws.stop()
 
 
+def _wait_until_no_worker_drains(engine: Engine, timeout: float) -> None:
+    """Until every run that drained the queue has said it ended (``jlg_worker`` is empty):
+    its session COMPLETED, a run goes on taking what the queue gives for a moment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with engine.connect() as conn:
+            if not conn.execute(select(func.count()).select_from(worker)).scalar_one():
+                return
+        time.sleep(0.2)
+    pytest.fail(f"a worker still drained after {timeout} s")
+
+
 def _bulk_jobs(engine: Engine, session_id: int) -> int:
     with engine.connect() as conn:
         column = local_bulk_job.c.program_session_id
@@ -149,6 +161,7 @@ def test_a_near_time_and_an_event_each_generate_once_across_the_topology(
     # One path at a time: a run is a worker of the queue, and a run of one path still draining
     # when the other's session comes due would take it (under its own trigger).
     topology.wait_for(near, "COMPLETED", timeout=120)
+    _wait_until_no_worker_drains(engine, timeout=60)
     force_state(engine, event, LinkGenerationStatus.SCHEDULED, at_offset=timedelta(seconds=-1))
     sqs = topology.aws.client("sqs")
     for _ in range(2):  # delivered twice, as SQS may
