@@ -102,8 +102,8 @@ def build_generation_job(retry_delay_seconds: float = RETRY_DELAY_SECONDS) -> Jo
         drain = _drain(repository, registrar, trigger, run_id, view, queue, database.candidates())
         try:
             try:
-                own: GenerationOutcome | GenerationFailed | InvalidInput = generate(request)
-            except (GenerationFailed, InvalidInput) as exc:
+                own: GenerationOutcome | GenerationFailed = generate(request)
+            except GenerationFailed as exc:
                 own = exc
             # Whatever its own session's end, the run takes what the queue gives next.
             taken = generate_each(
@@ -134,7 +134,7 @@ def _own_story(
     context: OpExecutionContext,
     database: RunDatabase,
     session_id: int,
-    last: GenerationOutcome | GenerationFailed | InvalidInput,
+    last: GenerationOutcome | GenerationFailed,
     taken: dict[str, Any],
 ) -> Output[None]:
     """The run's tags and metadata from how its own session ended; the run fails only when
@@ -142,9 +142,6 @@ def _own_story(
     if isinstance(last, GenerationOutcome):
         tag_outcome(context, last.result.value, session_id, last.cycle)
         return Output(None, metadata=outcome_metadata(last) | taken)
-    if isinstance(last, InvalidInput):
-        tag_outcome(context, FAILED_OUTCOME, session_id, None)
-        raise Failure(f"invalid run config: {last}", allow_retries=False) from None
     tag_outcome(context, FAILED_OUTCOME, session_id, last.cycle)
     now = datetime.now(UTC)
     step = after_failure(last, now, sweep_runs_at(now, database.sweep_enabled))
