@@ -58,6 +58,18 @@ _RULES: tuple[tuple[str, str, Lock, str], ...] = (
         Lock.ACCESS_EXCLUSIVE,
         _BRIEF,
     ),
+    (
+        rf"^DO\b.*?\bLOCK\s+TABLE\s+(?:ONLY\s+)?{_OURS}\s+IN\s+SHARE\s+ROW\s+EXCLUSIVE\s+MODE",
+        "work in batches, each its own transaction",
+        Lock.SHARE_ROW_EXCLUSIVE,
+        "its writers wait for one batch at a time: as long as a batch's rows take",
+    ),
+    (
+        rf"^LOCK\s+TABLE\s+(?:ONLY\s+)?{_OURS}\s+IN\s+SHARE\s+ROW\s+EXCLUSIVE\s+MODE",
+        "the table locked",
+        Lock.SHARE_ROW_EXCLUSIVE,
+        "its writers wait until the migration's transaction commits",
+    ),
     (rf"^INSERT\s+INTO\s+{_OURS}", "rows inserted", Lock.ROW_EXCLUSIVE, _ROWS),
     (rf"^UPDATE\s+{_OURS}", "rows updated", Lock.ROW_EXCLUSIVE, _ROWS),
     (rf"^DELETE\s+FROM\s+{_OURS}", "rows deleted", Lock.ROW_EXCLUSIVE, _ROWS),

@@ -17,9 +17,15 @@ indexed aggregates read from ``hdb_program_session`` itself. An earlier version 
 revision put counting triggers there; ``0010_guest`` removes them where they exist.
 
 The trigger function's ``search_path`` is the migration's, pinned when it is made, so the
-counts land in our tables whatever schema the writing role looks in first. Creating the
-triggers holds the attempts' writers off until this migration commits, so the starting count
-read after them misses nothing and counts nothing twice.
+counts land in our tables whatever schema the writing role looks in first.
+
+The starting count (the attempts already closed) is taken in batches of sessions, each in its
+own transaction under a brief lock on the attempts (a million attempts held our writers 1.8 s
+when it was one statement: docs/performance.md). Each closed attempt is counted once: while the
+batches run, the triggers count only the sessions up to ``jlg_metric_count_start.counted_to``,
+which a batch moves past its sessions in the same transaction, under the lock, that counts
+them; no writer runs meanwhile. Once every session is counted the triggers count everything
+and the mark is dropped. Run again after a failure, it goes on from the mark.
 
 Revision ID: 0009_metric_counts
 Revises: 0008_retries_in_time
@@ -42,7 +48,7 @@ LAG_BOUNDS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400)
 
 def _closed_counts(closed: str) -> str:
     """The counts closing the attempts ``closed`` selects adds: the trigger's for the rows a
-    statement closed, the migration's starting count for every closed row."""
+    statement closed, the migration's starting count for the closed rows of a batch."""
     return f"""
     INSERT INTO jlg_metric_count (metric, label, delta)
     WITH c AS (
@@ -67,21 +73,70 @@ _CLOSED_BY_UPDATE = (
     "SELECT n.* FROM new_rows n JOIN old_rows o USING (program_session_id, attempt) "
     "WHERE o.outcome = 'IN_PROGRESS' AND n.outcome <> 'IN_PROGRESS'"
 )
-_ATTEMPTS = f"""
-CREATE FUNCTION jlg_count_attempts() RETURNS trigger LANGUAGE plpgsql
+_START = "jlg_metric_count_start"
+_COUNTED = f" AND program_session_id <= (SELECT counted_to FROM {_START})"
+_LAST = 9223372036854775807
+BATCH = 50_000
+"""Attempts per batch of the starting count: about 0.1 s of our writers waiting each."""
+
+
+def _attempts(create: str, only_counted: bool) -> str:
+    """The triggers' function; ``only_counted`` while the starting count runs."""
+    added = _COUNTED if only_counted else ""
+    return f"""
+{create} FUNCTION jlg_count_attempts() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        {_closed_counts(_CLOSED_BY_INSERT)};
+        {_closed_counts(_CLOSED_BY_INSERT + added)};
     ELSE
-        {_closed_counts(_CLOSED_BY_UPDATE)};
+        {_closed_counts(_CLOSED_BY_UPDATE + added)};
     END IF;
     RETURN NULL;
 END $$
 """
 
 
+_BATCH_COUNT = _closed_counts(
+    "SELECT * FROM jlg_generation_attempt WHERE outcome <> 'IN_PROGRESS'"
+    " AND program_session_id > lo AND program_session_id <= hi"
+)
+_STARTING_COUNT = f"""
+DO $$
+DECLARE
+    lo bigint;
+    hi bigint;
+BEGIN
+    LOOP
+        SELECT counted_to INTO lo FROM {_START};
+        EXIT WHEN lo = {_LAST};
+        LOCK TABLE jlg_generation_attempt IN SHARE ROW EXCLUSIVE MODE;
+        SELECT program_session_id INTO hi FROM jlg_generation_attempt
+        WHERE program_session_id > lo ORDER BY program_session_id OFFSET {BATCH} LIMIT 1;
+        hi := coalesce(hi, {_LAST});
+        {_BATCH_COUNT};
+        UPDATE {_START} SET counted_to = hi;
+        COMMIT;
+    END LOOP;
+END $$
+"""
+
+
 def upgrade() -> None:
+    if op.get_context().as_sql or not _resuming():
+        _begin()
+    # Outside the migration's transaction: each batch commits (and releases its lock) alone.
+    with op.get_context().autocommit_block():
+        op.execute(_STARTING_COUNT)
+    # A writer already in the old function waits to read the mark; dropping the mark under it
+    # would fail that writer. The lock waits for those writers and holds the next ones until
+    # the new function is in place.
+    op.execute("LOCK TABLE jlg_generation_attempt IN SHARE ROW EXCLUSIVE MODE")
+    op.execute(_attempts("CREATE OR REPLACE", only_counted=False))
+    op.drop_table(_START)
+
+
+def _begin() -> None:
     op.create_table(
         "jlg_metric_count",
         sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
@@ -96,7 +151,9 @@ def upgrade() -> None:
         sa.table("jlg_lag_bucket", sa.column("bound_s", sa.Integer)),
         [{"bound_s": bound} for bound in LAG_BOUNDS_S],
     )
-    op.execute(_ATTEMPTS)
+    op.create_table(_START, sa.Column("counted_to", sa.BigInteger, nullable=False))
+    op.execute(f"INSERT INTO {_START} (counted_to) VALUES (-{_LAST} - 1)")
+    op.execute(_attempts("CREATE", only_counted=True))
     for event, tables in (
         ("INSERT", "NEW TABLE AS new_rows"),
         ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
@@ -106,12 +163,16 @@ def upgrade() -> None:
             f"jlg_generation_attempt REFERENCING {tables} FOR EACH STATEMENT "
             "EXECUTE FUNCTION jlg_count_attempts()"
         )
-    op.execute(
-        _closed_counts("SELECT * FROM jlg_generation_attempt WHERE outcome <> 'IN_PROGRESS'")
-    )
+
+
+def _resuming() -> bool:
+    """An earlier run stopped during the starting count: its tables, triggers and mark stand."""
+    found = op.get_bind().execute(sa.text(f"SELECT to_regclass('{_START}') IS NOT NULL"))
+    return bool(found.scalar())
 
 
 def downgrade() -> None:
+    op.execute(f"DROP TABLE IF EXISTS {_START}")
     for event in ("insert", "update"):
         op.execute(f"DROP TRIGGER IF EXISTS jlg_count_attempts_{event} ON jlg_generation_attempt")
     op.execute("DROP FUNCTION jlg_count_attempts()")

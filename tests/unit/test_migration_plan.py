@@ -186,6 +186,17 @@ def test_a_name_that_only_looks_alike_is_not_a_host_table(name: str) -> None:
         ('DROP TABLE IF EXISTS "jlg_held_session"', "jlg_held_session", Lock.ACCESS_EXCLUSIVE),
         ("UPDATE jlg_worker SET beat_at = now()", "jlg_worker", Lock.ROW_EXCLUSIVE),
         ("INSERT INTO jlg_service_view (id) VALUES (1)", "jlg_service_view", Lock.ROW_EXCLUSIVE),
+        (
+            "LOCK TABLE jlg_generation_attempt IN SHARE ROW EXCLUSIVE MODE",
+            "jlg_generation_attempt",
+            Lock.SHARE_ROW_EXCLUSIVE,
+        ),
+        (
+            "DO $$ BEGIN LOOP\n LOCK TABLE jlg_generation_attempt IN SHARE ROW EXCLUSIVE MODE;"
+            " COMMIT; END LOOP; END $$",
+            "jlg_generation_attempt",
+            Lock.SHARE_ROW_EXCLUSIVE,
+        ),
     ],
 )
 def test_each_statement_on_our_tables_names_its_table_and_lock(
