@@ -47,18 +47,22 @@ class Held:
 
 @dataclass
 class Sampled:
-    held: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)
+    held: dict[tuple[str, str, str], tuple[float, float, int]] = field(default_factory=dict)
+    """(transaction, relation, mode): first and last seen, rows. Per transaction, since a
+    lock is released at its transaction's end: a migration working in batches takes the same
+    lock once per batch, and a writer waits at most one batch."""
     rewritten: list[str] = field(default_factory=list)
 
     def locks(self) -> list[Held]:
-        """Every lock seen on a table with rows (alembic's own bookkeeping left out),
-        longest first."""
-        found = [
-            Held(relation, mode, rows, last - first)
-            for (relation, mode), (first, last, rows) in self.held.items()
-            if rows > 0 and relation != "alembic_version"
-        ]
-        return sorted(found, key=lambda h: -h.seconds)
+        """The longest hold of each lock seen on a table with rows (alembic's own
+        bookkeeping left out), longest first."""
+        longest: dict[tuple[str, str], Held] = {}
+        for (_, relation, mode), (first, last, rows) in self.held.items():
+            if rows > 0 and relation != "alembic_version":
+                seen = longest.get((relation, mode))
+                if seen is None or last - first > seen.seconds:
+                    longest[(relation, mode)] = Held(relation, mode, rows, last - first)
+        return sorted(longest.values(), key=lambda h: -h.seconds)
 
 
 @contextlib.contextmanager
@@ -106,7 +110,8 @@ def _sample(engine: Engine, result: Sampled, stop: threading.Event) -> None:
             now = time.monotonic()
             rows = conn.execute(
                 text(
-                    "SELECT c.relname, l.mode, greatest(c.reltuples, 0)::bigint"
+                    "SELECT l.virtualtransaction, c.relname, l.mode,"
+                    " greatest(c.reltuples, 0)::bigint"
                     " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
                     " JOIN pg_class c ON c.oid = l.relation"
                     " WHERE a.application_name = :name AND l.granted"
@@ -116,7 +121,8 @@ def _sample(engine: Engine, result: Sampled, stop: threading.Event) -> None:
                 {"name": MIGRATOR},
             ).all()
             conn.rollback()
-            for relation, mode, tuples in rows:
-                first, _, _ = result.held.get((relation, mode), (now, now, 0))
-                result.held[(relation, mode)] = (first, now, int(tuples))
+            for transaction, relation, mode, tuples in rows:
+                key = (transaction, relation, mode)
+                first, _, _ = result.held.get(key, (now, now, 0))
+                result.held[key] = (first, now, int(tuples))
             stop.wait(SAMPLE_S)

@@ -30,14 +30,19 @@ _INDEX = "ix_psession_link_gen_retry"
 
 
 def upgrade() -> None:
+    # IF NOT EXISTS: the index build below runs after these commit, so a run cut off there is
+    # run again from the top.
     op.add_column(
-        _TABLE, sa.Column("link_generation_retry_at", sa.DateTime(timezone=True), nullable=True)
+        _TABLE,
+        sa.Column("link_generation_retry_at", sa.DateTime(timezone=True), nullable=True),
+        if_not_exists=True,
     )
     op.create_table(
         "jlg_service_gate",
         sa.Column("name", sa.String(64), primary_key=True),
         sa.Column("paused_until", sa.DateTime(timezone=True), nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
+        if_not_exists=True,
     )
     # CONCURRENTLY: on a large brownfield table the build does not block the host's writes.
     create_concurrently(

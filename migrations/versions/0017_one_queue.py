@@ -37,6 +37,8 @@ _INDEX = "ix_psession_link_gen_programme"
 
 
 def upgrade() -> None:
+    # IF NOT EXISTS: the index build below runs after these commit, so a run cut off there is
+    # run again from the top.
     op.create_table(
         "jlg_session_queue",
         sa.Column("program_session_id", sa.BigInteger(), primary_key=True, autoincrement=False),
@@ -47,21 +49,26 @@ def upgrade() -> None:
         sa.Column(
             "recorded_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
         ),
+        if_not_exists=True,
     )
     op.create_table(
         "jlg_programme_turn",
         sa.Column("program_id", sa.BigInteger(), primary_key=True, autoincrement=False),
         sa.Column("served", sa.BigInteger(), nullable=True),
         sa.Column("next_due_at", sa.DateTime(timezone=True), nullable=True),
+        if_not_exists=True,
     )
-    op.create_index("ix_programme_turn_next_due", "jlg_programme_turn", ["next_due_at"])
+    op.create_index(
+        "ix_programme_turn_next_due", "jlg_programme_turn", ["next_due_at"], if_not_exists=True
+    )
     op.create_table(
         "jlg_worker",
         sa.Column("run_id", sa.String(64), primary_key=True),
         sa.Column("beat_at", sa.DateTime(timezone=True), nullable=False),
+        if_not_exists=True,
     )
-    op.execute("CREATE SEQUENCE jlg_queue_served_seq")
-    op.execute("CREATE SEQUENCE jlg_queue_class_seq")
+    op.execute("CREATE SEQUENCE IF NOT EXISTS jlg_queue_served_seq")
+    op.execute("CREATE SEQUENCE IF NOT EXISTS jlg_queue_class_seq")
     # CONCURRENTLY: on a large brownfield table the build does not block the host's writes.
     create_concurrently(
         _INDEX,
