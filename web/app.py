@@ -28,13 +28,7 @@ from web import envelope
 from web.auth import JwtBackend, on_auth_error
 from web.endpoints import ENDPOINTS, INTERNAL
 from web.limits import HeaderCountLimit
-from web.metrics import (
-    Metrics,
-    MetricsMiddleware,
-    Reading,
-    database_figures,
-    orchestrator_figures,
-)
+from web.metrics import Metrics, MetricsMiddleware, Reading, database_figures, orchestrator_figures
 from web.openapi import build_openapi
 from web.readiness import Readiness
 from web.schedule_fast_path import FAST_PATH_WORKERS, ScheduleFastPath

@@ -13,11 +13,7 @@ from pydantic import ValidationError
 from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
-from jlg_pipeline.domain.programme_actions import (
-    ProgrammeAction,
-    ProgrammeRequest,
-    SessionFilter,
-)
+from jlg_pipeline.domain.programme_actions import ProgrammeAction, ProgrammeRequest, SessionFilter
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from web.schemas import ProgrammeActionDto, ProgrammeWhereDto, SetLinkGenerationDto

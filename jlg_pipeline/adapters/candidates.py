@@ -7,27 +7,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Engine,
-    Select,
-    and_,
-    func,
-    literal,
-    select,
-    union_all,
-)
+from sqlalchemy import ColumnElement, Engine, Select, and_, func, literal, select, union_all
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import count_set_aside
-from jlg_pipeline.adapters.session_statements import (
-    S,
-    claimable,
-    due,
-    due_session,
-    ms,
-    unattended,
-)
+from jlg_pipeline.adapters.session_statements import S, claimable, due, due_session, ms, unattended
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.session_state import DueSession

@@ -35,20 +35,10 @@ from jlg_pipeline.adapters.attempt_history import close_open_attempt
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import record_intent
 from jlg_pipeline.adapters.schedule_outbox import record_change
-from jlg_pipeline.adapters.session_statements import (
-    S,
-    matching,
-    stale,
-    state_columns,
-    to_state,
-)
+from jlg_pipeline.adapters.session_statements import S, matching, stale, state_columns, to_state
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_operation_session as members
-from jlg_pipeline.domain.constants import (
-    LINK_GENERATION_HORIZON,
-    READABLE_FROM,
-    TimingWindows,
-)
+from jlg_pipeline.domain.constants import LINK_GENERATION_HORIZON, READABLE_FROM, TimingWindows
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     OPERATION_CHUNK,

@@ -9,15 +9,13 @@ covers, so a redelivered message (or a launch seen again) finds its run whatever
 into, with one lookup for a whole batch (docs/design.md "Bursts")."""
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from dagster import Config, DagsterInstance, DagsterRunStatus, RunRecord, RunRequest, RunsFilter
-from pydantic import ValidationError
+from dagster import Config, DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
 
 from jlg_pipeline.domain.attempts import Trigger
-from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.lanes import LANE_TAG, Lane
 from jlg_pipeline.domain.run_sharing import RunSharing
@@ -187,43 +185,6 @@ def requests_for(
         return []
     per_run = sharing.sessions_per_run(len(work), lambda: runs_not_started(instance))
     return run_requests_for(work, trigger, per_run)
-
-
-def requests_in(run_config: Mapping[str, Any]) -> list[BulkRegisterRequest]:
-    """The requests a generation run's config asks for (one, or a shared run's list), each read
-    as the run reads it (``GenerateJoinLinksConfig``, then the domain's rules for a request): an
-    entry the run would refuse asks for nothing, whatever a hand-typed config holds."""
-    ops = run_config.get("ops")
-    ops = ops if isinstance(ops, Mapping) else {}
-    entries: list[Any] = []
-    for op_name, many in ((GENERATE_OP, False), (SHARED_GENERATE_OP, True)):
-        config = ops.get(op_name)
-        config = config.get("config") if isinstance(config, Mapping) else None
-        if not isinstance(config, Mapping):
-            continue
-        listed = config.get("sessions") if many else [config]
-        entries += listed if isinstance(listed, list) else []
-    found = []
-    for entry in entries:
-        try:
-            found.append(GenerateJoinLinksConfig.model_validate(entry).request())
-        except (ValidationError, InvalidInput):
-            continue
-    return found
-
-
-def sessions_in(run_config: Mapping[str, Any]) -> frozenset[int]:
-    """The sessions a generation run's config asks for (:func:`requests_in`)."""
-    return frozenset(request.session_id for request in requests_in(run_config))
-
-
-def _unfinished_generation_runs(instance: DagsterInstance) -> list[RunRecord]:
-    statuses = [*NOT_STARTED, DagsterRunStatus.STARTED]
-    return [
-        record
-        for record in instance.get_run_records(filters=RunsFilter(statuses=statuses))
-        if record.dagster_run.job_name in (GENERATION_JOB, SHARED_GENERATION_JOB)
-    ]
 
 
 def runs_not_started(instance: DagsterInstance) -> int:

@@ -9,10 +9,7 @@ from collections.abc import Callable
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.domain.attempts import Trigger
-from jlg_pipeline.domain.errors import (
-    GenerationFailed,
-    RetryableGenerationFailed,
-)
+from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationOutcome
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.gate_ports import ServiceTurns, SessionClaims

@@ -19,14 +19,10 @@ from jlg_pipeline.adapters.registrars import BulkRegistrar
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.attempts import Claim, Trigger
-from jlg_pipeline.domain.errors import (
-    InvalidInput,
-)
+from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationOutcome, GenerationResult
 from jlg_pipeline.domain.messages import cycle_id
-from jlg_pipeline.domain.service_view import (
-    Turn,
-)
+from jlg_pipeline.domain.service_view import Turn
 from jlg_pipeline.domain.session_state import LinkGenerationState
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId

@@ -26,13 +26,7 @@ from jlg_pipeline.domain.errors import (
 )
 from jlg_pipeline.domain.generation import BulkRegisterResult, GenerationOutcome, GenerationResult
 from jlg_pipeline.domain.retries import retry_wait_s
-from jlg_pipeline.domain.service_view import (
-    Health,
-    Turn,
-    ViewState,
-    health_of,
-    held_by_the_service,
-)
+from jlg_pipeline.domain.service_view import Health, Turn, ViewState, health_of, held_by_the_service
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.gate_ports import ServiceTurns, SessionClaims
 from jlg_pipeline.services.retrying import tries
