@@ -29,7 +29,9 @@ class Drain:
     """:func:`generate_next` bound as :func:`bind_gate` binds the gate, until ``until``
     (monotonic seconds), saying the run is alive through ``beat`` at most every HEARTBEAT_S;
     it keeps the request of each session it took, for the run's own retries
-    (:meth:`request_for`), and how each ended (:meth:`ended_for`)."""
+    (:meth:`request_for`), and how each ended (:meth:`ended_for`). A caller given nothing
+    waits for a sibling's call in flight before it ends: a probe's answer may free everyone,
+    and the run then goes on at full width rather than with its prober alone."""
 
     def __init__(
         self,
@@ -48,13 +50,33 @@ class Drain:
         self._current = threading.local()
         self._until = time.monotonic() + DRAIN_FOR_S if until is None else until
         self._lock = threading.Lock()
+        self._calling = 0
+        self._calls_ended = threading.Condition()
         self._taken: dict[int, BulkRegisterRequest] = {}
         self._ended: dict[int, GenerationOutcome | GenerationFailed] = {}
         self._beat_at = -HEARTBEAT_S
 
     def __call__(self) -> GenerationOutcome | None:
-        if time.monotonic() >= self._until:
-            return None
+        """The next session the queue gives this caller, generated; None once it is given
+        nothing (none waits, or the service says wait) while no sibling is in a call."""
+        while time.monotonic() < self._until:
+            with self._calls_ended:
+                self._calling += 1
+            try:
+                outcome = self._next()
+            finally:
+                with self._calls_ended:
+                    self._calling -= 1
+                    self._calls_ended.notify_all()
+            if outcome is not None:
+                return outcome
+            with self._calls_ended:
+                if self._calling == 0:
+                    return None
+                self._calls_ended.wait(max(self._until - time.monotonic(), 0.0))
+        return None
+
+    def _next(self) -> GenerationOutcome | None:
         self._heartbeat()
         repository, registrar, trigger, run_id, view = self._bound
         self._current.session_id = None

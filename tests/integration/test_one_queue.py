@@ -3,6 +3,7 @@ on the database, who is called next: on-time sessions before recovery ones (reco
 fifth claim), programmes in turn within a class, then time, then id; each waiting cycle once."""
 
 import threading
+import time
 from datetime import timedelta
 
 from sqlalchemy import Engine, text
@@ -10,9 +11,9 @@ from sqlalchemy import Engine, text
 from jlg_pipeline.adapters.metrics_snapshot import read_metrics_snapshot
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
-from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.adapters.service_view import ONLINE_SESSION, ServiceView
 from jlg_pipeline.domain.attempts import Trigger
-from jlg_pipeline.domain.generation import BulkRegisterRequest
+from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
 from jlg_pipeline.domain.service_view import Budget
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
@@ -241,3 +242,48 @@ def test_two_runs_draining_the_queue_call_each_session_once_with_its_recorded_op
     assert {
         (c.role, c.batch_size, c.actor_user_id) for c in registrar.calls if c.session_id in small
     } == {("host", 7, 42)}
+
+
+def test_a_run_whose_probe_finds_the_service_back_goes_on_with_every_caller(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """The service is down and its next probe due: one caller of a run probes, its siblings
+    are told to wait. They wait for the probe's answer inside the run, so once it finds the
+    service back every caller goes on (a run whose siblings had ended drained the rest with
+    its prober alone, one call at a time)."""
+    sids = _waiting(engine, 94, *[30 - i for i in range(8)])
+    SessionQueue(engine).refresh()
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_service_view (name, down_since, failures) VALUES (:name, now(), 3)"
+            ),
+            {"name": ONLINE_SESSION},
+        )
+    callers: list[int] = []
+
+    class SlowProbe(RecordingRegistrar):
+        """Back: the first call (the probe) answers after 0.3 s, the rest after 0.1 s; notes
+        which caller made each call."""
+
+        def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+            with self._lock:
+                first = not callers
+                callers.append(threading.get_ident())
+            time.sleep(0.3 if first else 0.1)
+            return super().bulk_register(request)
+
+    registrar = SlowProbe()
+    view = ServiceView(engine)
+    generate_each(
+        [],
+        bind_gate(repository, registrar, Trigger.WATCHDOG, "run-p", view),
+        left_behind=0,
+        concurrency=3,
+        then=Drain(repository, registrar, Trigger.WATCHDOG, "run-p", view),
+    )
+
+    assert sorted(c.session_id for c in registrar.calls) == sorted(sids)
+    assert not ServiceView(engine).look().state.down
+    after_the_probe = set(callers[1:])
+    assert len(after_the_probe) >= 2, "only the prober called once the service was back"
