@@ -148,8 +148,10 @@ class ServiceView:
             self.give_back(turn)
 
     def give_back(self, turn: Turn) -> None:
-        """A turn taken but not used: a probe's hold is freed for the next caller."""
-        self._change("giving a turn back", lambda state, now: (None, give_back(state, turn)))
+        """A turn taken but not used: a probe's hold is freed for the next caller (a slot of
+        the budget just passes)."""
+        if turn.verdict is Verdict.PROBE:
+            self._change("giving a turn back", lambda state, now: (None, give_back(state, turn)))
 
     def report(self, health: Health, retry_after_s: float | None, turn: Turn) -> ViewState:
         """What a call's result says about the service; the row after it."""

@@ -126,7 +126,8 @@ def generate_next(
         return None
     claim = repository.claim_next(trigger, run_id)
     if claim is None:
-        view.not_used(turn)
+        # Nothing waits: the slot passes (kept, a later call would spend it after its time).
+        view.give_back(turn)
         return None
     request = claim.request or BulkRegisterRequest(claim.session_id)
     took(request)

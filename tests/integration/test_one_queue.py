@@ -19,11 +19,12 @@ from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.batch import generate_each
 from jlg_pipeline.services.drain import Drain
-from jlg_pipeline.services.generation import bind_gate
+from jlg_pipeline.services.generation import bind_gate, generate_next
 from testkit.factories import create_session, force_state
 from tests.support.fakes import RecordingRegistrar
 
 S = LinkGenerationStatus
+W = Trigger.WATCHDOG
 
 
 def _waiting(engine: Engine, program_id: int, *seconds_ago: float) -> list[SessionId]:
@@ -287,3 +288,20 @@ def test_a_run_whose_probe_finds_the_service_back_goes_on_with_every_caller(
     assert not ServiceView(engine).look().state.down
     after_the_probe = set(callers[1:])
     assert len(after_the_probe) >= 2, "only the prober called once the service was back"
+
+
+def test_a_turn_that_found_the_queue_empty_is_not_kept_for_later(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """A caller whose claim of the next found nothing waiting lets its slot of the budget
+    pass: kept, it would be spent later than its time (a parked caller's next call), and a
+    limiter counting calls per second counts it in the wrong second (the hung bench case:
+    17 answers of 429 at R = 25). The caller's next turn is a slot of its own."""
+    view = ServiceView(engine, Budget(rate=1, burst=1))
+    registrar = RecordingRegistrar()
+    assert generate_next(repository=repository, registrar=registrar, trigger=W, view=view) is None
+    after_the_empty_claim = view.look().state.next_slot_at
+    assert after_the_empty_claim is not None, "a slot was taken"
+    view.wait_for_turn()
+    assert view.look().state.next_slot_at == after_the_empty_claim + timedelta(seconds=1)
+    assert registrar.calls == []
