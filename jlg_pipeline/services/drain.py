@@ -64,17 +64,26 @@ class Drain:
                 self._calling += 1
             try:
                 outcome = self._next()
-            finally:
-                with self._calls_ended:
-                    self._calling -= 1
-                    self._calls_ended.notify_all()
+            except BaseException:
+                self._call_ended()
+                raise
             if outcome is not None:
+                self._call_ended()
                 return outcome
             with self._calls_ended:
+                self._calling -= 1
                 if self._calling == 0:
+                    self._calls_ended.notify_all()
                     return None
+                # Woken by a sibling's call ending (or the last sibling leaving), not by
+                # another caller given nothing: those would wake each other without end.
                 self._calls_ended.wait(max(self._until - time.monotonic(), 0.0))
         return None
+
+    def _call_ended(self) -> None:
+        with self._calls_ended:
+            self._calling -= 1
+            self._calls_ended.notify_all()
 
     def _next(self) -> GenerationOutcome | None:
         self._heartbeat()

@@ -13,8 +13,9 @@ from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.service_view import ONLINE_SESSION, ServiceView
 from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.errors import RegistrarUnavailable
 from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
-from jlg_pipeline.domain.service_view import Budget
+from jlg_pipeline.domain.service_view import Budget, Turn
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.services.batch import generate_each
@@ -305,3 +306,45 @@ def test_a_turn_that_found_the_queue_empty_is_not_kept_for_later(
     view.wait_for_turn()
     assert view.look().state.next_slot_at == after_the_empty_claim + timedelta(seconds=1)
     assert registrar.calls == []
+
+
+def test_callers_waiting_for_a_siblings_call_do_not_wake_each_other(
+    engine: Engine, repository: ProgramSessionRepository
+) -> None:
+    """Two callers told to wait while a third probes a service that hangs: each asks again
+    once the probe answers, not each time the other is told to wait again (they woke each
+    other, asking the shared view for a turn hundreds of times a second)."""
+    _waiting(engine, 95, *[30 - i for i in range(4)])
+    SessionQueue(engine).refresh()
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_service_view (name, down_since, failures) VALUES (:name, now(), 3)"
+            ),
+            {"name": ONLINE_SESSION},
+        )
+
+    class Hanging(RecordingRegistrar):
+        def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
+            with self._lock:
+                self.calls.append(request)
+            time.sleep(1.0)
+            raise RegistrarUnavailable("bulkRegister timed out")
+
+    class Counting(ServiceView):
+        asked = 0
+
+        def take_turn(self) -> Turn:
+            Counting.asked += 1
+            return super().take_turn()
+
+    registrar, view = Hanging(), Counting(engine)
+    generate_each(
+        [],
+        bind_gate(repository, registrar, W, "run-h", view),
+        left_behind=0,
+        concurrency=3,
+        then=Drain(repository, registrar, W, "run-h", view),
+    )
+    assert len(registrar.calls) == 1, "only the probe called"
+    assert Counting.asked <= 9, Counting.asked
