@@ -4,8 +4,7 @@ them, and still exact: every closed attempt counted once, by the starting count 
 triggers, whichever saw it close."""
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Connection, Engine, text
@@ -15,6 +14,7 @@ from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.migrate import migrate
 from testkit.postgres import scratch_database
 from tests.integration.test_metric_counts import full_count
+from tests.support.lock_waits import until, waiting
 
 BEFORE = "0008_retries_in_time"
 SESSIONS = 3_000
@@ -131,31 +131,11 @@ def test_the_starting_count_is_taken_in_batches_and_counts_each_closed_attempt_o
         assert conn.execute(text("SELECT to_regclass('jlg_metric_count_start')")).scalar() is None
 
 
-def _waiting(engine: Engine, query: str) -> int | None:
-    """The migration's statement that begins with ``query``, when it waits for a lock."""
-    with engine.connect() as conn:
-        pid = conn.execute(
-            text(
-                "SELECT pid FROM pg_stat_activity WHERE ltrim(query, E' \\n') LIKE :q"
-                " AND wait_event_type = 'Lock' AND datname = current_database()"
-            ),
-            {"q": query + "%"},
-        ).scalar()
-    return None if pid is None else int(pid)
-
-
 def _counted_to(engine: Engine) -> int | None:
     with engine.connect() as conn:
         if conn.execute(text("SELECT to_regclass('jlg_metric_count_start') IS NULL")).scalar():
             return None
         return int(conn.execute(text("SELECT counted_to FROM jlg_metric_count_start")).scalar_one())
-
-
-def _until(found: Callable[[], object]) -> None:
-    deadline = time.monotonic() + 60
-    while not found():
-        assert time.monotonic() < deadline, "the migration never reached the expected wait"
-        time.sleep(0.002)
 
 
 def _write(conn: Connection, attempt: int) -> None:
@@ -205,17 +185,17 @@ def test_a_count_cut_off_between_two_batches_goes_on_from_its_mark_when_run_agai
         with engine.connect() as first:
             _write(first, 2000)
             migration.start()
-            _until(lambda: _waiting(engine, "CREATE TRIGGER"))
+            until(lambda: waiting(engine, "CREATE TRIGGER"))
             second.start()
             queued.wait()
-            _until(lambda: _lock_waiters(engine) == 2)
+            until(lambda: _lock_waiters(engine) == 2)
             first.commit()
-        _until(lambda: _waiting(engine, "DO $$"))
+        until(lambda: waiting(engine, "DO $$"))
         go_on.set()
-        _until(lambda: (_counted_to(engine) or -1) > 0 and _waiting(engine, "DO $$"))
+        until(lambda: (_counted_to(engine) or -1) > 0 and waiting(engine, "DO $$"))
         with engine.connect() as conn:
             conn.execute(
-                text("SELECT pg_terminate_backend(:pid)"), {"pid": _waiting(engine, "DO $$")}
+                text("SELECT pg_terminate_backend(:pid)"), {"pid": waiting(engine, "DO $$")}
             )
         migration.join()
         assert failed, "the migration was cut off"

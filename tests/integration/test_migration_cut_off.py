@@ -5,8 +5,7 @@ validates its status check only once the host table's columns are committed, so 
 writers never wait for that scan."""
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from sqlalchemy import Connection, Engine, text
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.migrate import migrate
 from testkit.postgres import FINGERPRINT, scratch_database
+from tests.support.lock_waits import until, waiting
 
 VERSIONS = Path(__file__).parents[2] / "migrations" / "versions"
 BUILDING = sorted(
@@ -49,27 +49,6 @@ def _with_sessions(url: str, engine: Engine, revision: str) -> None:
             ),
             {"n": SESSIONS},
         )
-
-
-def _waiting(engine: Engine, query: str) -> int | None:
-    """The backend of the migration's statement that begins with ``query``, when it waits
-    for a lock."""
-    with engine.connect() as conn:
-        pid = conn.execute(
-            text(
-                "SELECT pid FROM pg_stat_activity WHERE ltrim(query, E' \\n') LIKE :q"
-                " AND wait_event_type = 'Lock' AND datname = current_database()"
-            ),
-            {"q": query + "%"},
-        ).scalar()
-    return None if pid is None else int(pid)
-
-
-def _until(found: Callable[[], object]) -> None:
-    deadline = time.monotonic() + 60
-    while not found():
-        assert time.monotonic() < deadline, "the migration never reached the expected wait"
-        time.sleep(0.005)
 
 
 def _running(url: str, revision: str, failed: list[BaseException]) -> threading.Thread:
@@ -108,11 +87,11 @@ def test_a_migration_cut_off_during_its_index_build_finishes_when_run_again(
         old.execute(text("SELECT 1"))
         migration = _running(url, revision, failed)
         try:
-            _until(lambda: _waiting(engine, "CREATE INDEX CONCURRENTLY"))
+            until(lambda: waiting(engine, "CREATE INDEX CONCURRENTLY"))
             with engine.connect() as conn:
                 conn.execute(
                     text("SELECT pg_terminate_backend(:pid)"),
-                    {"pid": _waiting(engine, "CREATE INDEX CONCURRENTLY")},
+                    {"pid": waiting(engine, "CREATE INDEX CONCURRENTLY")},
                 )
         finally:
             migration.join()
@@ -160,10 +139,10 @@ def test_0002_validates_its_check_once_the_columns_are_committed(
         migration = _running(url, "0002_link_generation", failed)
         second = threading.Thread(target=validator_sized)
         try:
-            _until(lambda: _waiting(engine, "ALTER TABLE"))
+            until(lambda: waiting(engine, "ALTER TABLE"))
             second.start()
             queued.wait()
-            _until(lambda: _lock_waiters(engine) == 2)
+            until(lambda: _lock_waiters(engine) == 2)
             reader.commit()
             second.join()
         finally:

@@ -255,13 +255,7 @@ def test_a_run_whose_probe_finds_the_service_back_goes_on_with_every_caller(
     its prober alone, one call at a time)."""
     sids = _waiting(engine, 94, *[30 - i for i in range(8)])
     SessionQueue(engine).refresh()
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jlg_service_view (name, down_since, failures) VALUES (:name, now(), 3)"
-            ),
-            {"name": ONLINE_SESSION},
-        )
+    _down_with_a_probe_due(engine)
     callers: list[int] = []
 
     class SlowProbe(RecordingRegistrar):
@@ -316,13 +310,7 @@ def test_callers_waiting_for_a_siblings_call_do_not_wake_each_other(
     other, asking the shared view for a turn hundreds of times a second)."""
     _waiting(engine, 95, *[30 - i for i in range(4)])
     SessionQueue(engine).refresh()
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO jlg_service_view (name, down_since, failures) VALUES (:name, now(), 3)"
-            ),
-            {"name": ONLINE_SESSION},
-        )
+    _down_with_a_probe_due(engine)
 
     class Hanging(RecordingRegistrar):
         def bulk_register(self, request: BulkRegisterRequest) -> BulkRegisterResult:
@@ -348,3 +336,14 @@ def test_callers_waiting_for_a_siblings_call_do_not_wake_each_other(
     )
     assert len(registrar.calls) == 1, "only the probe called"
     assert Counting.asked <= 9, Counting.asked
+
+
+def _down_with_a_probe_due(engine: Engine) -> None:
+    """The breaker open, its next probe due now."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_service_view (name, down_since, failures) VALUES (:name, now(), 3)"
+            ),
+            {"name": ONLINE_SESSION},
+        )
