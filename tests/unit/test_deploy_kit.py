@@ -520,7 +520,7 @@ def test_every_chart_pod_and_run_is_non_root_read_only_and_unprivileged(name: st
             "containers": [
                 {
                     "name": "dagster",
-                    "image": "registry.example.com/jlg-pipeline:0.2.0",
+                    "image": "registry.example.com/jlg-pipeline:0.3.0",
                     "securityContext": pod["container"],
                     "volumeMounts": pod["mounts"],
                 }
