@@ -78,8 +78,12 @@ def upgrade() -> None:
 
 
 def _has_check() -> bool:
+    """Whether a cut-off run already added the check, on the host table this path names."""
     found = op.get_bind().execute(
-        sa.text("SELECT 1 FROM pg_constraint WHERE conname = :name"), {"name": _CHECK}
+        sa.text(
+            "SELECT 1 FROM pg_constraint WHERE conname = :name AND conrelid = to_regclass(:table)"
+        ),
+        {"name": _CHECK, "table": _TABLE},
     )
     return found.first() is not None
 

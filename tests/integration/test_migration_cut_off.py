@@ -174,3 +174,28 @@ def _lock_waiters(engine: Engine) -> int:
                 )
             ).scalar_one()
         )
+
+
+def test_0002_adds_its_check_though_another_table_has_a_constraint_of_that_name(
+    database: tuple[str, Engine],
+) -> None:
+    """The guard that lets 0002 run again looks for its check on the host table only: a
+    constraint of the same name elsewhere in the host's database is not ours."""
+    url, engine = database
+    _with_sessions(url, engine, "0002_link_generation")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE TABLE host_other (x int CONSTRAINT ck_psession_link_gen_status"
+                " CHECK (x > 0))"
+            )
+        )
+    migrate(url, "0002_link_generation")
+    with engine.connect() as conn:
+        assert conn.execute(
+            text(
+                "SELECT convalidated FROM pg_constraint WHERE conname ="
+                " 'ck_psession_link_gen_status'"
+                " AND conrelid = 'hdb_program_session'::regclass"
+            )
+        ).scalar_one()
