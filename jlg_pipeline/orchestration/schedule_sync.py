@@ -41,6 +41,7 @@ from jlg_pipeline.domain.schedule_sync import SYNC_BATCH_LIMIT, SyncReport
 from jlg_pipeline.log import describe
 from jlg_pipeline.orchestration.generation_runs import Work, covering, requests_for
 from jlg_pipeline.orchestration.resources import RunDatabase
+from jlg_pipeline.orchestration.sensor_ticks import minimum_interval
 from jlg_pipeline.orchestration.tags import (
     MAX_RUNTIME_TAG,
     SYNC_MAX_RUNTIME_S,
@@ -124,7 +125,7 @@ def build_schedule_sync_sensor(
     @sensor(
         name="join_link_schedule_sync_sensor",
         jobs=[join_link_schedule_sync_job, *generation_jobs],
-        minimum_interval_seconds=SYNC_SENSOR_INTERVAL_S,
+        minimum_interval_seconds=minimum_interval(SYNC_SENSOR_INTERVAL_S),
         default_status=DefaultSensorStatus.RUNNING,
         description="Launches join_link_schedule_sync_job while schedule changes are due for "
         "a try, and the generation run of a near time (trigger direct) once it is due.",

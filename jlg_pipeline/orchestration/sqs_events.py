@@ -31,6 +31,7 @@ from jlg_pipeline.domain.run_sharing import DEFAULT_SHARING, RunSharing
 from jlg_pipeline.orchestration.generation import build_generation_job, build_shared_generation_job
 from jlg_pipeline.orchestration.generation_runs import Work, covering, requests_for
 from jlg_pipeline.orchestration.resources import QueueIntake, RunDatabase
+from jlg_pipeline.orchestration.sensor_ticks import minimum_interval
 from jlg_pipeline.services.event_intake import (
     AcceptedEvent,
     RunsExist,
@@ -86,11 +87,12 @@ def decode_pending(cursor: str | None) -> list[QueueMessage]:
 
 
 def build_sqs_sensor(  # type: ignore[no-untyped-def]
-    minimum_interval_seconds: int,
+    every_s: int,
     sharing: RunSharing = DEFAULT_SHARING,
     jobs: Sequence[JobDefinition] | None = None,
 ):
-    """``jobs``: the two generation jobs the code location holds (built afresh if not given)."""
+    """A sensor ticking every ``every_s`` seconds (JLG_SQS_SENSOR_INTERVAL_S); ``jobs``: the
+    two generation jobs the code location holds (built afresh if not given)."""
     if sharing.max_sessions_per_run == 1:
         described = "Starts a join_link_generation_job run per JOIN_LINK_GENERATION message"
     else:
@@ -103,7 +105,7 @@ def build_sqs_sensor(  # type: ignore[no-untyped-def]
     @sensor(
         name="join_link_sqs_sensor",
         jobs=list(jobs or (build_generation_job(), build_shared_generation_job())),
-        minimum_interval_seconds=minimum_interval_seconds,
+        minimum_interval_seconds=minimum_interval(every_s),
         default_status=DefaultSensorStatus.RUNNING,
         description=f"{described}; a message is deleted once its run exists.",
     )

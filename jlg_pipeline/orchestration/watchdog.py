@@ -40,6 +40,7 @@ from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
 from jlg_pipeline.orchestration.generation_runs import shared_run_request
 from jlg_pipeline.orchestration.resources import RunDatabase
+from jlg_pipeline.orchestration.sensor_ticks import minimum_interval
 from jlg_pipeline.services.drain import HEARTBEAT_S
 
 WATCHDOG_INTERVAL_S = 5
@@ -60,7 +61,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
     @sensor(
         name="join_link_watchdog_sensor",
         job=shared_job,
-        minimum_interval_seconds=WATCHDOG_INTERVAL_S,
+        minimum_interval_seconds=minimum_interval(WATCHDOG_INTERVAL_S),
         default_status=DefaultSensorStatus.RUNNING,
         description="Launches a worker of the one queue when a due session waits unattended "
         "(75 s after its time, a retry due, a stale claim) and no worker is alive.",

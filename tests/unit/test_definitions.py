@@ -1,6 +1,11 @@
 """The Dagster composition root: every job, sensor and schedule resolves with its resources,
 the registrar is chosen per deployment, and no resource takes config a run could set."""
 
+import importlib.util
+import itertools
+import re
+from pathlib import Path
+
 import pytest
 from dagster import (
     DagsterInvalidConfigError,
@@ -11,10 +16,13 @@ from dagster import (
 )
 from dagster import build_resources as dagster_build_resources
 
-from jlg_pipeline.config import Settings
+from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S, Settings
 from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.orchestration.resources import build_resources
+from jlg_pipeline.orchestration.schedule_sync import SYNC_SENSOR_INTERVAL_S
+from jlg_pipeline.orchestration.sensor_ticks import DAEMON_LOOKS_EVERY_S
+from jlg_pipeline.orchestration.watchdog import WATCHDOG_INTERVAL_S
 
 LOCAL = {"JLG_DATABASE_URL": "postgresql://x@127.0.0.1:1/x"}
 HTTP = {
@@ -141,3 +149,41 @@ def test_both_sensors_may_ask_for_either_generation_job() -> None:
     assert {j.name for j in defs.resolve_sensor_def("join_link_sqs_sensor").jobs} == generation
     sync_sensor = defs.resolve_sensor_def("join_link_schedule_sync_sensor")
     assert {j.name for j in sync_sensor.jobs} == {"join_link_schedule_sync_job", *generation}
+
+
+@pytest.mark.parametrize(
+    ("sensor", "every_s"),
+    [
+        ("join_link_watchdog_sensor", WATCHDOG_INTERVAL_S),
+        ("join_link_sqs_sensor", DEFAULT_SQS_SENSOR_INTERVAL_S),
+        ("join_link_schedule_sync_sensor", SYNC_SENSOR_INTERVAL_S),
+    ],
+)
+@pytest.mark.parametrize("late_s", [0.001, 0.2, 0.9])
+def test_each_sensor_ticks_as_often_as_it_means(sensor: str, every_s: int, late_s: float) -> None:
+    """Dagster's sensor daemon looks every DAEMON_LOOKS_EVERY_S seconds and evaluates a
+    sensor whose last tick began at least its ``minimum_interval_seconds`` before; the tick
+    begins a moment (``late_s``) after the look. A sensor asking for exactly the loop's 5 s
+    was just under it at every other look: the watchdog ticked 10 s apart and launched a
+    worker 10 s after a pause was cleared (bench.timing.service_budget, on-time-first)."""
+    minimum = build_definitions(LOCAL).resolve_sensor_def(sensor).minimum_interval_seconds
+    assert minimum is not None
+    loop = DAEMON_LOOKS_EVERY_S
+    ticks = [late_s]
+    for look in range(loop, 12 * loop, loop):
+        if look - ticks[-1] >= minimum:
+            ticks.append(look + late_s)
+    spacings = {round(later - earlier, 6) for earlier, later in itertools.pairwise(ticks)}
+    assert spacings == {float(max(every_s, loop))}
+
+
+def test_the_sensor_daemons_loop_is_the_one_the_sensors_count_on() -> None:
+    """Read from the installed Dagster's source, not imported (its private modules change in
+    any release): a release that changes the loop fails here, not in a bench."""
+    spec = importlib.util.find_spec("dagster")
+    assert spec is not None
+    assert spec.origin is not None
+    source = (Path(spec.origin).parent / "_daemon" / "sensor.py").read_text()
+    loop = re.search(r"^MIN_INTERVAL_LOOP_TIME = (\d+)$", source, re.MULTILINE)
+    assert loop is not None
+    assert int(loop.group(1)) == DAEMON_LOOKS_EVERY_S
