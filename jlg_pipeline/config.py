@@ -191,8 +191,8 @@ class Settings(BaseSettings):
     sqs_sensor_interval_s: int = Field(
         DEFAULT_SQS_SENSOR_INTERVAL_S, validation_alias="JLG_SQS_SENSOR_INTERVAL_S", gt=0
     )
-    """The least time between two SQS sensor ticks; Dagster's sensor loop runs every 5 s, so
-    lower values change nothing."""
+    """How often the SQS sensor ticks (orchestration/sensor_ticks.py): Dagster's sensor daemon
+    looks every 5 s, so the spacing is the next multiple of 5 s."""
     sqs_wait_s: int = Field(
         DEFAULT_SQS_WAIT_S, validation_alias="JLG_SQS_WAIT_S", ge=0, le=MAX_SQS_WAIT_S
     )
