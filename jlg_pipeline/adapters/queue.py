@@ -8,8 +8,7 @@ of who is next.
   recovery, so neither class starves; within a class the programme served least recently
   first, then time, then id. It looks at the ``PROGRAMMES_LOOKED_AT`` programmes with work due
   that were served least recently (``jlg_programme_turn``), and at most
-  ``CANDIDATES_PER_PROGRAMME`` sessions of each class in each (``CANDIDATES_WHEN_CROWDED``
-  when claims in flight lock all of those), through
+  ``CANDIDATES_PER_PROGRAMME`` sessions of each class in each, through
   ``ix_psession_link_gen_programme``: its cost follows those bounds, not the table or the
   backlog. A programme past the first ``PROGRAMMES_LOOKED_AT`` waits at most that many
   claims (each claim sends the programme it served to the back).
@@ -62,12 +61,7 @@ logger = logging.getLogger(__name__)
 
 PROGRAMMES_LOOKED_AT = 64
 CANDIDATES_PER_PROGRAMME = 4
-"""Sessions of each class a claim looks at in each programme: enough that concurrent claims on
-one programme mostly find one no other is locking."""
-CANDIDATES_WHEN_CROWDED = 288
-"""What a claim that found all its candidates locked looks at before it says none waits: more
-than the callers that can claim at once (32, JLG_GENERATION_CONCURRENCY's most, in each of the
-9 runs dagster.yaml lets run at once). Cheap when none waits: its probes find nothing."""
+"""Enough that concurrent claims on one programme each find one no other is locking."""
 QUEUE_INDEX_STATUSES = (S.SCHEDULED.value, S.IN_PROGRESS.value, S.FAILED.value)
 """The statuses ix_psession_link_gen_programme covers (migration 0017)."""
 
@@ -80,10 +74,9 @@ def in_queue_index(t: Any) -> ColumnElement[bool]:
     )
 
 
-def next_waiting(stale_ms: int, looked_at: int = CANDIDATES_PER_PROGRAMME) -> ScalarSelect[Any]:
+def next_waiting(stale_ms: int) -> ScalarSelect[Any]:
     """The id of the session a worker claims next (see the module's docstring), locked,
-    skipping sessions another claim is locking; NULL when none of the ``looked_at`` first of
-    each class in each programme is free."""
+    skipping sessions another claim is locking; NULL when none waits."""
     served_first = turn.c.served.asc().nulls_first()
     programmes = (
         select(turn.c.program_id, turn.c.served)
@@ -110,7 +103,7 @@ def next_waiting(stale_ms: int, looked_at: int = CANDIDATES_PER_PROGRAMME) -> Sc
                 in_class,
             )
             .order_by(p.c.link_generation_at, p.c.id)
-            .limit(looked_at)
+            .limit(CANDIDATES_PER_PROGRAMME)
         )
 
     candidates = union_all(probe(False), probe(True)).lateral("candidates")

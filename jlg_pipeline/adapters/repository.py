@@ -29,12 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as upsert
 from jlg_pipeline.adapters.attempt_history import close_open_attempt, read_attempts
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor, read_changes
-from jlg_pipeline.adapters.queue import (
-    CANDIDATES_PER_PROGRAMME,
-    CANDIDATES_WHEN_CROWDED,
-    next_waiting,
-    recorded_request,
-)
+from jlg_pipeline.adapters.queue import next_waiting, recorded_request
 from jlg_pipeline.adapters.session_statements import (
     S,
     claimable,
@@ -88,11 +83,9 @@ class ProgramSessionRepository:
         # running it. Values arrive as bound parameters.
         self.claim_sql, self.claim_parameters = self._claim_statement(bindparam("session_id"))
         """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
-        self.next_claims = [
-            self._claim_statement(next_waiting(self.windows.stale_ms, looked_at), with_options=True)
-            for looked_at in (CANDIDATES_PER_PROGRAMME, CANDIDATES_WHEN_CROWDED)
-        ]
-        """The claim of the next's SQL and parameters, then the crowded look's."""
+        self._next_sql, self._next_parameters = self._claim_statement(
+            next_waiting(self.windows.stale_ms), with_options=True
+        )
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
             {"job_id": bindparam("job_id"), "total": bindparam("total", type_=Integer)},
@@ -241,14 +234,8 @@ class ProgramSessionRepository:
     def claim_next(self, trigger: Trigger, run_id: str | None) -> Claim | None:
         """The claim, as :meth:`claim` makes it, of the session that waits and is next
         (``adapters/queue.py``: on time before recovery, programmes in turn, then time and
-        id), with the options recorded for its cycle; None when none waits. A claim that
-        found every candidate it looked at locked by claims in flight looks further before it
-        says so (``CANDIDATES_WHEN_CROWDED``)."""
-        for sql, parameters in self.next_claims:
-            claim = self._run_claim(sql, parameters, None, trigger, run_id)
-            if claim is not None:
-                return claim
-        return None
+        id), with the options recorded for its cycle; None when none waits."""
+        return self._run_claim(self._next_sql, self._next_parameters, None, trigger, run_id)
 
     def _run_claim(
         self,
