@@ -61,7 +61,7 @@ def timed_ms(action: Callable[[], object], times: int) -> list[float]:
 
 def explain_next(engine: Engine, repository: ProgramSessionRepository) -> str:
     """The next claim's plan as it ran, rolled back."""
-    sql, parameters = repository._next_sql, repository._next_parameters
+    sql, parameters = repository.next_claim_sql, repository.next_claim_parameters
     parameters = {**parameters, "session_id": None, "trigger": "watchdog", "run_id": "bench"}
     with engine.connect() as conn:
         plan = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", parameters).scalars()

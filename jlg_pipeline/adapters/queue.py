@@ -8,7 +8,8 @@ of who is next.
   recovery, so neither class starves; within a class the programme served least recently
   first, then time, then id. It looks at the ``PROGRAMMES_LOOKED_AT`` programmes with work due
   that were served least recently (``jlg_programme_turn``), and at most
-  ``CANDIDATES_PER_PROGRAMME`` sessions of each class in each, through
+  ``CANDIDATES_PER_PROGRAMME`` sessions of each class in each (``CANDIDATES_WHEN_CROWDED``
+  when claims in flight lock all of those), through
   ``ix_psession_link_gen_programme``: its cost follows those bounds, not the table or the
   backlog. A programme past the first ``PROGRAMMES_LOOKED_AT`` waits at most that many
   claims (each claim sends the programme it served to the back).
@@ -61,7 +62,12 @@ logger = logging.getLogger(__name__)
 
 PROGRAMMES_LOOKED_AT = 64
 CANDIDATES_PER_PROGRAMME = 4
-"""Enough that concurrent claims on one programme each find one no other is locking."""
+"""Sessions of each class a claim looks at in each programme: enough that concurrent claims on
+one programme mostly find one no other is locking."""
+CANDIDATES_WHEN_CROWDED = 288
+"""What a claim that found all its candidates locked looks at before it says none waits: more
+than the callers that can claim at once (32, JLG_GENERATION_CONCURRENCY's most, in each of the
+9 runs dagster.yaml lets run at once). Cheap when none waits: its probes find nothing."""
 QUEUE_INDEX_STATUSES = (S.SCHEDULED.value, S.IN_PROGRESS.value, S.FAILED.value)
 """The statuses ix_psession_link_gen_programme covers (migration 0017)."""
 
@@ -74,9 +80,10 @@ def in_queue_index(t: Any) -> ColumnElement[bool]:
     )
 
 
-def next_waiting(stale_ms: int) -> ScalarSelect[Any]:
+def next_waiting(stale_ms: int, looked_at: int = CANDIDATES_PER_PROGRAMME) -> ScalarSelect[Any]:
     """The id of the session a worker claims next (see the module's docstring), locked,
-    skipping sessions another claim is locking; NULL when none waits."""
+    skipping sessions another claim is locking; NULL when none of the ``looked_at`` first of
+    each class in each programme is free."""
     served_first = turn.c.served.asc().nulls_first()
     programmes = (
         select(turn.c.program_id, turn.c.served)
@@ -103,25 +110,30 @@ def next_waiting(stale_ms: int) -> ScalarSelect[Any]:
                 in_class,
             )
             .order_by(p.c.link_generation_at, p.c.id)
-            .limit(CANDIDATES_PER_PROGRAMME)
+            .limit(looked_at)
         )
 
-    candidates = union_all(probe(False), probe(True)).lateral("candidates")
+    probes = union_all(probe(False), probe(True)).lateral("probes")
+    # Materialized, so the probes run once per programme whatever the planner estimates: on
+    # a cohort's rows not yet analyzed it drove the join from the sessions and ran them once
+    # per due session (150 ms a claim at 1,000 due).
+    candidates = (
+        select(programmes.c.served, probes.c.id, probes.c.at, probes.c.recovery)
+        .select_from(programmes.join(probes, true()))
+        .cte("candidates")
+        .prefix_with("MATERIALIZED")
+    )
     # A CTE, so the sequence moves once per claim, not once per candidate.
     preferred = select((func.next_value(class_turn) % RECOVERY_EVERY == 0).label("recovery")).cte(
         "preferred_class"
     )
     return (
         select(ps.c.id)
-        .select_from(
-            programmes.join(candidates, true())
-            .join(ps, ps.c.id == candidates.c.id)
-            .join(preferred, true())
-        )
+        .select_from(candidates.join(ps, ps.c.id == candidates.c.id).join(preferred, true()))
         .where(waiting(stale_ms))
         .order_by(
             candidates.c.recovery != preferred.c.recovery,
-            programmes.c.served.asc().nulls_first(),
+            candidates.c.served.asc().nulls_first(),
             candidates.c.at,
             candidates.c.id,
         )

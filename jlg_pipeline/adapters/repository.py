@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as upsert
 from jlg_pipeline.adapters.attempt_history import close_open_attempt, read_attempts
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import newest_actor, read_changes
-from jlg_pipeline.adapters.queue import next_waiting, recorded_request
+from jlg_pipeline.adapters.queue import CANDIDATES_WHEN_CROWDED, next_waiting, recorded_request
 from jlg_pipeline.adapters.session_statements import (
     S,
     claimable,
@@ -83,8 +83,12 @@ class ProgramSessionRepository:
         # running it. Values arrive as bound parameters.
         self.claim_sql, self.claim_parameters = self._claim_statement(bindparam("session_id"))
         """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
-        self._next_sql, self._next_parameters = self._claim_statement(
+        self.next_claim_sql, self.next_claim_parameters = self._claim_statement(
             next_waiting(self.windows.stale_ms), with_options=True
+        )
+        """The claim of the next's SQL text and parameters (its plan is tested and benchmarked)."""
+        self._crowded_claim = self._claim_statement(
+            next_waiting(self.windows.stale_ms, CANDIDATES_WHEN_CROWDED), with_options=True
         )
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
@@ -234,8 +238,14 @@ class ProgramSessionRepository:
     def claim_next(self, trigger: Trigger, run_id: str | None) -> Claim | None:
         """The claim, as :meth:`claim` makes it, of the session that waits and is next
         (``adapters/queue.py``: on time before recovery, programmes in turn, then time and
-        id), with the options recorded for its cycle; None when none waits."""
-        return self._run_claim(self._next_sql, self._next_parameters, None, trigger, run_id)
+        id), with the options recorded for its cycle; None when none waits. One that found every
+        candidate it looked at locked by claims in flight looks further before it says so."""
+        claim = self._run_claim(
+            self.next_claim_sql, self.next_claim_parameters, None, trigger, run_id
+        )
+        if claim is not None:
+            return claim
+        return self._run_claim(*self._crowded_claim, None, trigger, run_id)
 
     def _run_claim(
         self,
