@@ -4,9 +4,6 @@ the look, so a sensor asking for a multiple of the loop was just under it at eve
 (a 5 s sensor ticked 5 or 10 s apart, its worker or run launched 5 s late). Each sensor asks
 for a second less than the spacing it means."""
 
-DAEMON_LOOKS_EVERY_S = 5
-"""Dagster's sensor daemon's loop (``MIN_INTERVAL_LOOP_TIME``; a test reads it from the
-installed Dagster)."""
 LOOK_MARGIN_S = 1
 """More than a tick ever starts after the daemon's look, less than the daemon's 5 s loop."""
 

@@ -21,7 +21,6 @@ from jlg_pipeline.definitions import build_definitions
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.orchestration.schedule_sync import SYNC_SENSOR_INTERVAL_S
-from jlg_pipeline.orchestration.sensor_ticks import DAEMON_LOOKS_EVERY_S
 from jlg_pipeline.orchestration.watchdog import WATCHDOG_INTERVAL_S
 
 LOCAL = {"JLG_DATABASE_URL": "postgresql://x@127.0.0.1:1/x"}
@@ -149,6 +148,11 @@ def test_both_sensors_may_ask_for_either_generation_job() -> None:
     assert {j.name for j in defs.resolve_sensor_def("join_link_sqs_sensor").jobs} == generation
     sync_sensor = defs.resolve_sensor_def("join_link_schedule_sync_sensor")
     assert {j.name for j in sync_sensor.jobs} == {"join_link_schedule_sync_job", *generation}
+
+
+DAEMON_LOOKS_EVERY_S = 5
+"""Dagster's sensor daemon's loop (``MIN_INTERVAL_LOOP_TIME``), which orchestration/sensor_ticks.py
+counts on: read from the installed Dagster below."""
 
 
 @pytest.mark.parametrize(
