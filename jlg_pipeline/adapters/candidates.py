@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, Engine, Select, and_, func, literal, selec
 
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import count_set_aside
-from jlg_pipeline.adapters.session_statements import S, claimable, due, due_session, ms, unattended
+from jlg_pipeline.adapters.session_statements import S, claimable, due_session, in_fresh_index, ms
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.session_state import DueSession
@@ -64,17 +64,13 @@ class Candidates:
                 .limit(limit)
             )
 
-        fresh = tier(
-            0,
-            literal(0),
-            (),
-            unattended(self.windows.stale_ms),
-        )
+        fresh = tier(0, literal(0), (), in_fresh_index(), claimable(self.windows))
         failed = tier(
             1,
             ps.c.link_generation_attempt,
             (ps.c.link_generation_attempt,),
             ps.c.link_generation_status == S.FAILED.value,
+            claimable(self.windows),
         )
         both = union_all(fresh, failed).subquery("candidates")
         return (
@@ -108,7 +104,6 @@ class Candidates:
             ps.c.link_generation_status != S.COMPLETED.value,
             ps.c.link_generation_at >= start,
             ps.c.link_generation_at < end,
-            due(self.windows),
             claimable(self.windows),
         )
 

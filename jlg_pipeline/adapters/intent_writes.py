@@ -34,11 +34,20 @@ from sqlalchemy.dialects.postgresql import UUID
 from jlg_pipeline.adapters.attempt_history import close_open_attempt
 from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.intent_history import record_intent
+from jlg_pipeline.adapters.pick import bring_forward
 from jlg_pipeline.adapters.schedule_outbox import record_change
-from jlg_pipeline.adapters.session_statements import S, matching, stale, state_columns, to_state
+from jlg_pipeline.adapters.session_statements import (
+    READABLE_FROM_AT,
+    S,
+    matching,
+    readable,
+    stale,
+    state_columns,
+    to_state,
+)
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_operation_session as members
-from jlg_pipeline.domain.constants import LINK_GENERATION_HORIZON, READABLE_FROM, TimingWindows
+from jlg_pipeline.domain.constants import LINK_GENERATION_HORIZON, TimingWindows
 from jlg_pipeline.domain.programme_actions import (
     MAX_OPERATION_SESSIONS,
     OPERATION_CHUNK,
@@ -54,7 +63,6 @@ from jlg_pipeline.domain.validation import SessionId
 
 ONE_SECOND = literal(timedelta(seconds=1), Interval())
 HORIZON = literal(LINK_GENERATION_HORIZON, Interval())
-READABLE_FROM_AT = literal(READABLE_FROM, ps.c.link_generation_at.type)
 COMPILED_CHUNKS_KEPT = 64
 
 
@@ -116,8 +124,13 @@ class IntentWrites:
 
     @staticmethod
     def new_time(at: ColumnElement[Any], shift: ColumnElement[Any]) -> ColumnElement[Any]:
-        """The time a set (``at``; None clears) or a shift (``shift`` seconds) gives."""
-        return case((shift.is_(None), at), else_=ps.c.link_generation_at + shift * ONE_SECOND)
+        """The time a set (``at``; None clears) or a shift (``shift`` seconds) gives; a stored
+        time out of range stays as it is (no arithmetic on it), and is refused as such."""
+        return case(
+            (shift.is_(None), at),
+            (~readable(), ps.c.link_generation_at),
+            else_=ps.c.link_generation_at + shift * ONE_SECOND,
+        )
 
     def _chunk_sql(
         self, where: SessionFilter, record_schedule_change: bool
@@ -203,7 +216,9 @@ class IntentWrites:
                 updated_by=b["actor"],
             )
             .returning(
-                *state_columns(self.windows), before.c.link_generation_at.label("previous_at")
+                *state_columns(self.windows),
+                before.c.link_generation_at.label("previous_at"),
+                ps.c.program_id,
             )
             .cte("after")
         )
@@ -212,7 +227,13 @@ class IntentWrites:
         recorded = record_intent(after, b["actor"], b["operation"])
         change = record_change(after, b["actor"]) if record_schedule_change else None
         outcome = func.coalesce(before.c.refusal, SetOutcome.UPDATED.value)
-        ctes = [taken_over, recorded]
+        # An armed session's programme has its turn no later than the session's time.
+        armed = (
+            select(after.c.program_id, func.min(after.c.link_generation_at))
+            .where(after.c.link_generation_status == S.SCHEDULED.value)
+            .group_by(after.c.program_id)
+        )
+        ctes = [taken_over, recorded, bring_forward(armed).cte("turn_forward")]
         if picked is not None:
             # A programme action's chunk: each picked session is marked with what happened to
             # it by the statement that acted on it, a row gone meanwhile as not found. Each is
@@ -269,13 +290,10 @@ class IntentWrites:
         outbox by the same statement (``SetResult.schedule_version``). With ``future_only``
         (the API's rule) a time not after the database clock's now is refused.
 
-        Refused, with nothing written, when the session is missing or soft-deleted
-        (NOT_FOUND), the time is not after the database's now (NOT_IN_FUTURE), or a
-        generation holds the claim and is not stale (IN_PROGRESS). Every write is recorded in
-        the intent history (:meth:`changes`), by the same statement. Arming
-        starts a new cycle: the last error and job id are cleared. The attempt counter is
-        never reset, so a crashed run from an earlier cycle stays fenced out.
-        """
+        Refused, with nothing written, for each reason :meth:`refusal` gives. The intent
+        history, and an armed session's programme turn, are written by the same statement.
+        Arming starts a new cycle (last error and job id cleared); the attempt counter is never
+        reset, so a crashed run from an earlier cycle stays fenced out."""
         statement = self._set_statements[record_schedule_change, future_only]
         with translate_errors("setting link generation"), self._engine.begin() as conn:
             row = conn.execute(

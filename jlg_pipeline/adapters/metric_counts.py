@@ -71,7 +71,7 @@ def read_counts(conn: Connection) -> Counts:
     )
 
 
-def count_set_aside(conn: Connection, path: str) -> None:
-    """One more row ``path`` set aside (services/set_aside.py), appended as a delta in the
-    caller's transaction."""
-    conn.execute(insert(metric_count).values(metric="set_aside", label=path, delta=1))
+def count_set_aside(conn: Connection, path: str, rows: int = 1) -> None:
+    """``rows`` more rows ``path`` set aside (services/set_aside.py), appended as a delta in
+    the caller's transaction."""
+    conn.execute(insert(metric_count).values(metric="set_aside", label=path, delta=rows))

@@ -16,7 +16,7 @@ from jlg_pipeline.adapters.database import translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import NO_BUDGET, Look, ServiceView
-from jlg_pipeline.adapters.session_statements import in_fresh_index, waiting
+from jlg_pipeline.adapters.session_statements import in_fresh_index, waiting_rows
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.attempts import AttemptOutcome
@@ -99,7 +99,8 @@ def read_metrics_snapshot(
         stale_ms = (windows or TimingWindows()).stale_ms
         # The queue's own predicate: what waits for a worker is what the service has yet to
         # be asked for.
-        backlog = conn.execute(select(func.count()).where(waiting(stale_ms))).scalar_one()
+        waiting = waiting_rows(stale_ms, ps.c.id).subquery()
+        backlog = conn.execute(select(func.count()).select_from(waiting)).scalar_one()
         # The open ones, read from the partial index of open attempts.
         open_by_trigger = conn.execute(
             select(attempts.c.trigger, func.count())

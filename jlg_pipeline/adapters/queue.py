@@ -1,23 +1,11 @@
-"""The one queue (docs/design.md "One queue"): the waiting work is the sessions' own rows
-(``session_statements.waiting``), and this module holds what we add to them and the one choice
-of who is next.
+"""What the paths add to the one queue (docs/design.md "One queue") and what the watchdog asks
+of it. The waiting work is the sessions' own rows (``session_statements.waiting``); who is
+next is ``pick.py``'s.
 
-- :func:`next_waiting`, the fair pick, is the target of the claim that takes the next waiting
-  session (``ProgramSessionRepository.claim_next``): on-time sessions (due for at most
-  ``ON_TIME_MS``) before recovery ones, except every ``RECOVERY_EVERY``-th pick, which prefers
-  recovery, so neither class starves; within a class the programme served least recently
-  first, then time, then id. It looks at the ``PROGRAMMES_LOOKED_AT`` programmes with work due
-  that were served least recently (``jlg_programme_turn``), and at most
-  ``CANDIDATES_PER_PROGRAMME`` sessions of each class in each (``CANDIDATES_WHEN_CROWDED``
-  when claims in flight lock all of those), through
-  ``ix_psession_link_gen_programme``: its cost follows those bounds, not the table or the
-  backlog. A programme past the first ``PROGRAMMES_LOOKED_AT`` waits at most that many
-  claims (each claim sends the programme it served to the back).
 - :meth:`SessionQueue.record`: the request options a path carries (a message's role, a hand
-  launch's batch size), kept for the session's cycle, for whichever worker claims it; and the
-  programme's turn told that work falls due then.
-- :meth:`SessionQueue.refresh`: ``next_due_at`` made true again for sessions armed by anyone
-  (the host's own writes included); the watchdog calls it every tick.
+  launch's batch size), kept for the session's cycle, for whichever worker claims it.
+- :meth:`SessionQueue.refresh`: what the host's own writes leave for the queue to see: rows it
+  cannot act on set aside, heartbeats in the future stored as now, turns brought forward.
 - :meth:`SessionQueue.beat` and :meth:`SessionQueue.attendance`: each run draining the queue
   says it is alive (``jlg_worker``), and the watchdog asks whether work waits unattended and
   whether any worker is alive: it reads our tables, never Dagster's runs or events.
@@ -30,119 +18,50 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    ColumnElement,
+    Connection,
     Engine,
     Integer,
-    ScalarSelect,
     String,
     and_,
     delete,
+    exists,
     func,
     literal,
     or_,
     select,
-    true,
-    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
+from jlg_pipeline.adapters.attempt_history import close_open_attempt
 from jlg_pipeline.adapters.database import translate_errors
-from jlg_pipeline.adapters.session_statements import ms, waiting
-from jlg_pipeline.adapters.tables import class_turn, worker
+from jlg_pipeline.adapters.metric_counts import count_set_aside
+from jlg_pipeline.adapters.pick import bring_forward
+from jlg_pipeline.adapters.session_statements import (
+    ms,
+    readable,
+    stale,
+    waiting_rows,
+)
+from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.adapters.tables import programme_turn as turn
 from jlg_pipeline.adapters.tables import session_queue as queued
-from jlg_pipeline.domain.constants import ON_TIME_MS, RECOVERY_EVERY, TimingWindows
+from jlg_pipeline.adapters.tables import worker
+from jlg_pipeline.domain.attempts import AttemptOutcome
+from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
 from jlg_pipeline.log import describe, log_event
 
 logger = logging.getLogger(__name__)
 
-PROGRAMMES_LOOKED_AT = 64
-CANDIDATES_PER_PROGRAMME = 4
-"""Sessions of each class a claim looks at in each programme: enough that concurrent claims on
-one programme mostly find one no other is locking."""
-CANDIDATES_WHEN_CROWDED = 288
-"""What a claim that found all its candidates locked looks at before it says none waits: more
-than the callers that can claim at once (32, JLG_GENERATION_CONCURRENCY's most, in each of the
-9 runs dagster.yaml lets run at once). Cheap when none waits: its probes find nothing."""
-QUEUE_INDEX_STATUSES = (S.SCHEDULED.value, S.IN_PROGRESS.value, S.FAILED.value)
-"""The statuses ix_psession_link_gen_programme covers (migration 0017)."""
-
-
-def in_queue_index(t: Any) -> ColumnElement[bool]:
-    """The predicates of ix_psession_link_gen_programme, so the planner uses it."""
-    return and_(
-        t.c.deleted_at.is_(None),
-        or_(*(t.c.link_generation_status == status for status in QUEUE_INDEX_STATUSES)),
-    )
-
-
-def next_waiting(stale_ms: int, looked_at: int = CANDIDATES_PER_PROGRAMME) -> ScalarSelect[Any]:
-    """The id of the session a worker claims next (see the module's docstring), locked,
-    skipping sessions another claim is locking; NULL when none of the ``looked_at`` first of
-    each class in each programme is free."""
-    served_first = turn.c.served.asc().nulls_first()
-    programmes = (
-        select(turn.c.program_id, turn.c.served)
-        .where(turn.c.next_due_at <= func.now())
-        .order_by(served_first, turn.c.program_id)
-        .limit(PROGRAMMES_LOOKED_AT)
-        .subquery("programmes")
-    )
-    p = ps.alias("p")
-    on_time_since = func.now() - ms(ON_TIME_MS)
-
-    def probe(recovery: bool) -> Any:
-        in_class = (
-            p.c.link_generation_at <= on_time_since
-            if recovery
-            else p.c.link_generation_at > on_time_since
-        )
-        return (
-            select(p.c.id, p.c.link_generation_at.label("at"), literal(recovery).label("recovery"))
-            .where(
-                p.c.program_id == programmes.c.program_id,
-                in_queue_index(p),
-                waiting(stale_ms, p),
-                in_class,
-            )
-            .order_by(p.c.link_generation_at, p.c.id)
-            .limit(looked_at)
-        )
-
-    probes = union_all(probe(False), probe(True)).lateral("probes")
-    # Materialized, so the probes run once per programme whatever the planner estimates: on
-    # a cohort's rows not yet analyzed it drove the join from the sessions and ran them once
-    # per due session (150 ms a claim at 1,000 due).
-    candidates = (
-        select(programmes.c.served, probes.c.id, probes.c.at, probes.c.recovery)
-        .select_from(programmes.join(probes, true()))
-        .cte("candidates")
-        .prefix_with("MATERIALIZED")
-    )
-    # A CTE, so the sequence moves once per claim, not once per candidate.
-    preferred = select((func.next_value(class_turn) % RECOVERY_EVERY == 0).label("recovery")).cte(
-        "preferred_class"
-    )
-    return (
-        select(ps.c.id)
-        .select_from(candidates.join(ps, ps.c.id == candidates.c.id).join(preferred, true()))
-        .where(waiting(stale_ms))
-        .order_by(
-            candidates.c.recovery != preferred.c.recovery,
-            candidates.c.served.asc().nulls_first(),
-            candidates.c.at,
-            candidates.c.id,
-        )
-        .limit(1)
-        .with_for_update(of=ps, skip_locked=True)
-        .scalar_subquery()
-    )
-
-
+SET_ASIDE_PATH = "queue"
+"""The label of ``jlg_rows_set_aside_total`` the queue counts its set-aside rows under."""
+SET_ASIDE_ERROR = (
+    "set aside: its time is outside what can be read (before year 1 or after 9999);"
+    " set a new time to arm it again"
+)
 WORKER_RECORD_KEPT_S = 3600.0
 """A worker row not heard from for this long (its run died) is removed by the watchdog."""
 
@@ -182,15 +101,15 @@ class SessionQueue:
 
     def attendance(self, live_within_s: float) -> Attendance:
         """Whether work waits unattended, and how many workers beat within ``live_within_s``;
-        rows of workers long dead are removed."""
+        rows of workers long dead are removed, and a beat in the future is stored as now
+        (it counts as now, and ages from then)."""
         windows = self._windows
-        p = ps.alias("p")
-        late = and_(
-            in_queue_index(p),
-            waiting(windows.stale_ms, p),
-            or_(
-                p.c.link_generation_status != S.SCHEDULED.value,
-                p.c.link_generation_at <= func.now() - ms(windows.watchdog_grace_ms),
+        late = waiting_rows(
+            windows.stale_ms,
+            ps.c.id,
+            where=or_(
+                ps.c.link_generation_status != S.SCHEDULED.value,
+                ps.c.link_generation_at <= func.now() - ms(windows.watchdog_grace_ms),
             ),
         )
         live = (
@@ -201,16 +120,17 @@ class SessionQueue:
         gone = delete(worker).where(
             worker.c.beat_at < func.now() - ms(round(WORKER_RECORD_KEPT_S * 1000))
         )
+        ahead = update(worker).where(worker.c.beat_at > func.now()).values(beat_at=func.now())
         with translate_errors("asking the queue who attends it"), self._engine.begin() as conn:
             conn.execute(gone)
-            # Not EXISTS (SELECT * …): the application role may read only some host columns.
-            row = conn.execute(select(select(p.c.id).where(late).exists(), live)).one()
+            conn.execute(ahead)
+            row = conn.execute(select(exists(late), live)).one()
         return Attendance(unattended=bool(row[0]), live_workers=int(row[1]))
 
     def record(self, requests: Sequence[BulkRegisterRequest]) -> None:
         """Keep each request's options for its session's current cycle (a session with no
-        time, deleted or unknown is left out), and tell its programme's turn that work falls
-        due then. Requests were parsed where they entered (``BulkRegisterRequest.parse``)."""
+        time, deleted or unknown is left out), and bring its programme's turn forward to the
+        session's time. Requests were parsed where they entered (``BulkRegisterRequest.parse``)."""
         if not requests:
             return
         # One row per session: the last request given for it (a duplicate delivery).
@@ -235,7 +155,10 @@ class SessionQueue:
                 given.c.actor_user_id,
             )
             .join_from(given, ps, ps.c.id == given.c.id)
-            .where(ps.c.deleted_at.is_(None), ps.c.link_generation_at.is_not(None))
+            .where(
+                ps.c.deleted_at.is_(None),
+                readable(),
+            )
             .cte("armed")
         )
         upserted = insert(queued).from_select(
@@ -264,61 +187,86 @@ class SessionQueue:
             .add_cte(options)
         )
         with translate_errors("recording request options"), self._engine.begin() as conn:
-            conn.execute(_due_from(due))
+            conn.execute(bring_forward(due))
 
-    def refresh(self) -> None:
-        """Each programme's ``next_due_at`` from its sessions: the earliest time of a waiting
-        one come due, else of one to come. One read of the due sessions (through
-        ix_psession_link_gen_due) and one index probe per programme whose due work is gone."""
-        due = (
-            select(ps.c.program_id, func.min(ps.c.link_generation_at))
-            .where(
-                ps.c.deleted_at.is_(None),
-                ps.c.link_generation_status != S.COMPLETED.value,
-                ps.c.link_generation_at <= func.now(),
-                in_queue_index(ps),
-            )
-            .group_by(ps.c.program_id)
+    def refresh(self) -> list[int]:
+        """What the host's own writes (and a run that died) leave for the queue to see, in one
+        transaction, each step through a partial index whose cost follows the waiting work:
+        rows whose time no read can load that would otherwise wait are set aside (FAILED for a
+        person, with the reason, counted under ``jlg_rows_set_aside_total{path="queue"}``); a
+        claim's heartbeat in the future is stored as now; and every programme with a waiting
+        session has its turn come. Returns the ids set aside."""
+        stale_ms = self._windows.stale_ms
+        rows = waiting_rows(stale_ms, ps.c.program_id, ps.c.link_generation_at).subquery()
+        due = select(rows.c.program_id, func.min(rows.c.link_generation_at)).group_by(
+            rows.c.program_id
         )
-        upcoming = (
-            select(func.min(ps.c.link_generation_at))
-            .where(
-                ps.c.program_id == turn.c.program_id,
-                in_queue_index(ps),
-                ps.c.link_generation_at > func.now(),
-            )
-            .scalar_subquery()
+        arrived = insert(turn).from_select(["program_id", "next_due_at"], due)
+        arrived = arrived.on_conflict_do_update(
+            index_elements=[turn.c.program_id],
+            set_={"next_due_at": arrived.excluded.next_due_at},
+            # Only forward: a turn the pick moved on is the pick's, by the same definition.
+            where=or_(
+                turn.c.next_due_at.is_(None), turn.c.next_due_at > arrived.excluded.next_due_at
+            ),
         )
-        has_due = (
-            select(ps.c.id)
+        ahead = (
+            update(ps)
             .where(
-                ps.c.program_id == turn.c.program_id,
-                in_queue_index(ps),
-                ps.c.link_generation_at <= func.now(),
+                attempts.c.program_session_id == ps.c.id,
+                attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value,
+                ps.c.link_generation_status == S.IN_PROGRESS.value,
+                ps.c.updated_at > func.now(),
             )
-            .exists()
-        )
-        gone = (
-            update(turn)
-            .where(turn.c.next_due_at <= func.now(), ~has_due)
-            .values(next_due_at=upcoming)
+            .values(updated_at=func.now())
         )
         with translate_errors("refreshing the programmes' turns"), self._engine.begin() as conn:
-            conn.execute(gone)
-            conn.execute(_due_from(due, earliest=False))
+            set_aside = _set_aside(conn, stale_ms)
+            conn.execute(ahead)
+            conn.execute(arrived)
+        return set_aside
 
 
-def _due_from(due: Any, earliest: bool = True) -> Any:
-    """Upsert (program_id, time) rows into the turns: the earlier of the two times when
-    ``earliest`` (a path told of one cycle), else the time given (a refresh that saw them
-    all)."""
-    statement = insert(turn).from_select(["program_id", "next_due_at"], due)
-    given = statement.excluded.next_due_at
-    return statement.on_conflict_do_update(
-        index_elements=[turn.c.program_id],
-        set_={"next_due_at": func.least(turn.c.next_due_at, given) if earliest else given},
-        where=turn.c.next_due_at.is_distinct_from(given),
+def _set_aside(conn: Connection, stale_ms: int) -> list[int]:
+    """FAILED, for a person, with the reason: each row whose time no read can load that would
+    otherwise wait (SCHEDULED, FAILED with a retry, a stale claim, whose open attempt is closed
+    as taken over); counted and logged once each. Through ix_psession_link_gen_due's two ends."""
+    status = ps.c.link_generation_status
+    aside = (
+        update(ps)
+        .where(
+            ps.c.deleted_at.is_(None),
+            status != S.COMPLETED.value,
+            ps.c.link_generation_at.is_not(None),
+            ~readable(),
+            or_(
+                status == S.SCHEDULED.value,
+                and_(status == S.FAILED.value, ps.c.link_generation_retry_at.is_not(None)),
+                stale(stale_ms),
+            ),
+        )
+        .values(
+            link_generation_status=S.FAILED.value,
+            link_generation_retry_at=None,
+            link_generation_last_error=SET_ASIDE_ERROR,
+            updated_at=func.now(),
+        )
+        .returning(ps.c.id)
+        .cte("set_aside")
     )
+    closed = close_open_attempt(aside, "set_aside_attempt")
+    ids = sorted(conn.execute(select(aside.c.id).add_cte(closed)).scalars())
+    for row_id in ids:
+        log_event(
+            logger,
+            logging.ERROR,
+            f"{SET_ASIDE_PATH}.row_set_aside",
+            row_id=row_id,
+            error="link_generation_at out of the readable range",
+        )
+    if ids:
+        count_set_aside(conn, SET_ASIDE_PATH, len(ids))
+    return ids
 
 
 def recorded_request(row: Any) -> BulkRegisterRequest | None:

@@ -9,7 +9,6 @@ import logging
 from typing import Any
 
 from sqlalchemy import (
-    ColumnElement,
     Engine,
     Float,
     Integer,
@@ -20,20 +19,17 @@ from sqlalchemy import (
     case,
     cast,
     func,
-    insert,
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as upsert
 
-from jlg_pipeline.adapters.attempt_history import close_open_attempt, read_attempts
+from jlg_pipeline.adapters.attempt_history import read_attempts
+from jlg_pipeline.adapters.claim import claim_statement, to_claim
 from jlg_pipeline.adapters.database import translate_errors
-from jlg_pipeline.adapters.intent_history import newest_actor, read_changes
-from jlg_pipeline.adapters.queue import CANDIDATES_WHEN_CROWDED, next_waiting, recorded_request
+from jlg_pipeline.adapters.intent_history import read_changes
+from jlg_pipeline.adapters.pick import CANDIDATES_WHEN_CROWDED, bring_forward, pick
 from jlg_pipeline.adapters.session_statements import (
     S,
-    claimable,
-    due,
     matching,
     ms,
     state_columns,
@@ -41,9 +37,6 @@ from jlg_pipeline.adapters.session_statements import (
 )
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
-from jlg_pipeline.adapters.tables import programme_turn as turn
-from jlg_pipeline.adapters.tables import served_order
-from jlg_pipeline.adapters.tables import session_queue as queued
 from jlg_pipeline.domain.attempts import AttemptOutcome, AttemptRecord, Claim, Trigger
 from jlg_pipeline.domain.constants import MAX_LAST_ERROR_CHARS, TimingWindows
 from jlg_pipeline.domain.programme_actions import SessionFilter
@@ -52,17 +45,6 @@ from jlg_pipeline.domain.session_state import IntentChange, LinkGenerationState
 from jlg_pipeline.domain.validation import SessionId
 
 logger = logging.getLogger(__name__)
-
-
-def _claim(row: Any) -> Claim:
-    return Claim(
-        session_id=row.id,
-        program_id=row.program_id,
-        attempt=row.link_generation_attempt,
-        link_generation_at=row.link_generation_at,
-        claimed_at=row.claimed_at,
-        request=recorded_request(row),
-    )
 
 
 class ProgramSessionRepository:
@@ -79,16 +61,19 @@ class ProgramSessionRepository:
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
         self._engine = engine
         self.windows = windows or TimingWindows()
+        dialect = engine.dialect
         # Built once: the gate is the hot path, and building a statement costs more than
         # running it. Values arrive as bound parameters.
-        self.claim_sql, self.claim_parameters = self._claim_statement(bindparam("session_id"))
+        self.claim_sql, self.claim_parameters = claim_statement(
+            bindparam("session_id"), self.windows, dialect
+        )
         """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
-        self.next_claim_sql, self.next_claim_parameters = self._claim_statement(
-            next_waiting(self.windows.stale_ms), with_options=True
+        self.next_claim_sql, self.next_claim_parameters = claim_statement(
+            pick(self.windows.stale_ms), self.windows, dialect
         )
         """The claim of the next's SQL text and parameters (its plan is tested and benchmarked)."""
-        self._crowded_claim = self._claim_statement(
-            next_waiting(self.windows.stale_ms, CANDIDATES_WHEN_CROWDED), with_options=True
+        self._crowded_claim = claim_statement(
+            pick(self.windows.stale_ms, CANDIDATES_WHEN_CROWDED), self.windows, dialect
         )
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
@@ -101,14 +86,16 @@ class ProgramSessionRepository:
         self._fail_statement = self._mark_statement(
             S.FAILED,
             {"error": bindparam("error")},
+            forward=True,
             link_generation_last_error=bindparam("error"),
-            # A retryable failure is tried again by the watchdog after its wait, while its
-            # cycle is within the budget; past it (or not retryable), NULL: the sweep's.
+            # A retryable failure is tried again by the queue after its wait, while its
+            # cycle is within the budget; past it (or not retryable), NULL: the sweep's. No
+            # arithmetic on the host's time: it may hold any value PostgreSQL takes.
             link_generation_retry_at=case(
                 (
                     and_(
                         retry_in_s.is_not(None),
-                        retry_at < ps.c.link_generation_at + ms(RETRY_BUDGET_S * 1000),
+                        retry_at - ms(RETRY_BUDGET_S * 1000) < ps.c.link_generation_at,
                     ),
                     retry_at,
                 ),
@@ -125,92 +112,6 @@ class ProgramSessionRepository:
             .values(updated_at=func.now())
             .returning(ps.c.id)
         )
-
-    def _claim_statement(
-        self, target: ColumnElement[int], *, with_options: bool = False
-    ) -> tuple[str, dict[str, Any]]:
-        """The claim of the session ``target`` names, compiled: its SQL and parameters; with the
-        options recorded for its cycle only ``with_options`` (a named claim brings its own)."""
-        claimed = (
-            update(ps)
-            .where(
-                ps.c.id == target,
-                ps.c.deleted_at.is_(None),
-                due(self.windows),
-                claimable(self.windows),
-            )
-            .values(
-                link_generation_status=S.IN_PROGRESS.value,
-                link_generation_attempt=ps.c.link_generation_attempt + 1,
-                # updated_by is left alone: it names the admin who last changed the intent,
-                # and a trigger's actorUserId is whatever a queue message says.
-                updated_at=func.now(),
-            )
-            .returning(
-                ps.c.id,
-                ps.c.program_id,
-                ps.c.link_generation_attempt,
-                ps.c.link_generation_at,
-                func.now().label("claimed_at"),
-            )
-            .cte("claimed")
-        )
-        # The same statement closes an abandoned attempt (a stale reclaim) and opens this
-        # one: the history and the row change together or not at all.
-        reclaimed = close_open_attempt(claimed, "reclaimed")
-        opened = (
-            insert(attempts)
-            .from_select(
-                [
-                    "program_session_id",
-                    "attempt",
-                    "trigger",
-                    "run_id",
-                    "link_generation_at",
-                    "claimed_at",
-                ],
-                select(
-                    claimed.c.id,
-                    claimed.c.link_generation_attempt,
-                    bindparam("trigger", type_=attempts.c.trigger.type),
-                    bindparam("run_id", type_=attempts.c.run_id.type),
-                    claimed.c.link_generation_at,
-                    claimed.c.claimed_at,
-                ),
-            )
-            .cte("opened")
-        )
-        # Every claim sends its programme to the back of the turns (adapters/queue.py).
-        serving = upsert(turn).from_select(
-            ["program_id", "served"],
-            select(claimed.c.program_id, func.next_value(served_order)),
-        )
-        served = serving.on_conflict_do_update(
-            index_elements=[turn.c.program_id], set_={"served": serving.excluded.served}
-        ).cte("served")
-        statement = select(claimed)
-        if with_options:
-            statement = select(
-                claimed,
-                queued.c.role,
-                queued.c.batch_size,
-                func.coalesce(queued.c.actor_user_id, newest_actor(claimed.c.id)).label(
-                    "actor_user_id"
-                ),
-            ).select_from(
-                claimed.outerjoin(
-                    queued,
-                    and_(
-                        queued.c.program_session_id == claimed.c.id,
-                        queued.c.cycle_at == claimed.c.link_generation_at,
-                    ),
-                )
-            )
-        # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
-        # per claim than the database did (docs/performance.md).
-        statement = statement.add_cte(reclaimed, opened, served)
-        compiled = statement.compile(dialect=self._engine.dialect)
-        return str(compiled), dict(compiled.params)
 
     def get_state(self, session_id: SessionId) -> LinkGenerationState | None:
         """The session's link-generation fields, soft-deleted rows included (``deleted``);
@@ -233,19 +134,28 @@ class ProgramSessionRepository:
         RECLAIMED. Returns None when another caller holds the claim or the session is not
         claimable; exactly one of any number of concurrent callers gets a Claim.
         """
-        return self._run_claim(self.claim_sql, self.claim_parameters, session_id, trigger, run_id)
+        row = self._run_claim(self.claim_sql, self.claim_parameters, session_id, trigger, run_id)
+        return None if row is None else to_claim(row)
 
     def claim_next(self, trigger: Trigger, run_id: str | None) -> Claim | None:
         """The claim, as :meth:`claim` makes it, of the session that waits and is next
-        (``adapters/queue.py``: on time before recovery, programmes in turn, then time and
+        (``adapters/pick.py``: on time before recovery, programmes in turn, then time and
         id), with the options recorded for its cycle; None when none waits. One that found every
         candidate it looked at locked by claims in flight looks further before it says so."""
-        claim = self._run_claim(
-            self.next_claim_sql, self.next_claim_parameters, None, trigger, run_id
-        )
-        if claim is not None:
-            return claim
-        return self._run_claim(*self._crowded_claim, None, trigger, run_id)
+        for sql, parameters in (
+            (self.next_claim_sql, self.next_claim_parameters),
+            self._crowded_claim,
+        ):
+            # A look that moved programmes with nothing to claim on looks again: the
+            # programmes behind them may hold work. Each look moves some or ends the loop.
+            while True:
+                row = self._run_claim(sql, parameters, None, trigger, run_id)
+                assert row is not None, "the claim of the next answers one row"
+                if row.id is not None:
+                    return to_claim(row)
+                if not row.moved:
+                    break
+        return None
 
     def _run_claim(
         self,
@@ -254,7 +164,7 @@ class ProgramSessionRepository:
         session_id: SessionId | None,
         trigger: Trigger,
         run_id: str | None,
-    ) -> Claim | None:
+    ) -> Any:
         parameters = {
             **parameters,
             "session_id": session_id,
@@ -262,8 +172,7 @@ class ProgramSessionRepository:
             "run_id": None if run_id is None else str(run_id)[:64],
         }
         with translate_errors("claiming a session"), self._engine.begin() as conn:
-            row = conn.exec_driver_sql(sql, parameters).one_or_none()
-        return None if row is None else _claim(row)
+            return conn.exec_driver_sql(sql, parameters).one_or_none()
 
     def resume(self, session_id: SessionId, run_id: str) -> Claim | None:
         """The claim this run already holds on the session, its lease renewed: the session is
@@ -292,9 +201,11 @@ class ProgramSessionRepository:
         )
         with translate_errors("resuming a claim"), self._engine.begin() as conn:
             row = conn.execute(resumed).one_or_none()
-        return None if row is None else _claim(row)
+        return None if row is None else to_claim(row)
 
-    def _mark_statement(self, status: S, recorded: dict[str, Any], **values: Any) -> Select[Any]:
+    def _mark_statement(
+        self, status: S, recorded: dict[str, Any], forward: bool = False, **values: Any
+    ) -> Select[Any]:
         """The fenced mark, and the attempt's record closed by the same statement: with the
         mark's outcome when it landed, SUPERSEDED when the attempt was fenced out. A record
         already closed (RECLAIMED while this attempt's bulkRegister still ran) keeps its
@@ -308,7 +219,7 @@ class ProgramSessionRepository:
                 ps.c.link_generation_attempt == bindparam("claim_attempt"),
             )
             .values(link_generation_status=status.value, updated_at=func.now(), **values)
-            .returning(ps.c.id)
+            .returning(ps.c.id, ps.c.program_id, ps.c.link_generation_retry_at)
             .cte("marked")
         )
         still_open = attempts.c.outcome == AttemptOutcome.IN_PROGRESS.value
@@ -329,7 +240,14 @@ class ProgramSessionRepository:
             )
             .cte("closed")
         )
-        return select(marked.c.id).add_cte(closed)
+        statement = select(marked.c.id).add_cte(closed)
+        if forward:
+            # A retry due later is a time the session's programme has work again.
+            retried = select(marked.c.program_id, marked.c.link_generation_retry_at).where(
+                marked.c.link_generation_retry_at.is_not(None)
+            )
+            statement = statement.add_cte(bring_forward(retried).cte("forward"))
+        return statement
 
     def _mark(
         self, statement: Update | Select[Any], claim: Claim, action: str, **parameters: Any

@@ -191,7 +191,13 @@ class ServiceView:
             if row is None:
                 return Look(ViewState(), conn.execute(select(func.now())).scalar_one(), self.budget)
         now = row[-1]
-        return Look(self._bounded(ViewState(*row[:-1]), now), now, self.budget)
+        stored = ViewState(*row[:-1])
+        state = self._bounded(stored, now)
+        if state != stored:
+            # Stored at its bound, so the bound passes: read as "now plus the bound" at every
+            # look, a pause at ``infinity`` held every caller for ever.
+            self._change("bounding the service's view", lambda state, now: (None, state))
+        return Look(state, now, self.budget)
 
     def _change(
         self, action: str, decide: Callable[[ViewState, datetime], tuple[T, ViewState]]

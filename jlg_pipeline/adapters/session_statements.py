@@ -1,20 +1,45 @@
-"""The predicates every statement on program sessions shares, all on the database clock
-(stale, due, claimable), and a session's link-generation state as the statements return it.
+"""When a claim may take a program session (:func:`claim_time`, the one definition, on the
+database clock), the predicates every statement on program sessions builds from it, and a
+session's link-generation state as the statements return it.
+
+- :func:`claim_time`: the moment a claim may take the row, NULL when none may without a new
+  write. Every other rule is a named variant of it: :func:`waiting` (the queue's: the claim of
+  the next, the watchdog, the backlog), :func:`claimable` (a claim that names its session: an
+  event, the sweep, a backfill, a hand launch), :func:`stale` (a claim's lease ended).
+- Every time a row holds that someone else may write (the host's columns) is bounded before
+  any arithmetic: a row whose time no read can load is taken by no claim (the queue sets it
+  aside: ``SessionQueue.refresh``), and a heartbeat in the future counts as now.
+
 The claim, the marks, the candidate queries, the intent writes and the reads are each built
 from these functions (no store inherits from another), so each rule is written once."""
 
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Interval, Row, and_, func, literal, or_
+from sqlalchemy import (
+    ColumnElement,
+    DateTime,
+    Interval,
+    Row,
+    and_,
+    case,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    union_all,
+)
 
 from jlg_pipeline.adapters.tables import program_session as ps
-from jlg_pipeline.domain.constants import TimingWindows
+from jlg_pipeline.domain.constants import READABLE_FROM, READABLE_UNTIL, TimingWindows
 from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.session_state import DueSession, LinkGenerationState
-from jlg_pipeline.domain.status import CLAIMABLE_STATUSES, LinkGenerationStatus
+from jlg_pipeline.domain.status import LinkGenerationStatus
 
 S = LinkGenerationStatus
+READABLE_FROM_AT = literal(READABLE_FROM, DateTime(timezone=True))
+READABLE_UNTIL_AT = literal(READABLE_UNTIL, DateTime(timezone=True))
 
 
 def ms(value: int) -> ColumnElement[timedelta]:
@@ -26,8 +51,6 @@ def due_session(row: Any) -> DueSession:
         id=row.id,
         link_generation_at=row.link_generation_at,
         status=S(row.link_generation_status),
-        actor_user_id=row._mapping.get("actor_user_id"),
-        retry_at=row._mapping.get("link_generation_retry_at"),
     )
 
 
@@ -36,68 +59,98 @@ FRESH_INDEX_STATUSES = [S.SCHEDULED.value, S.IN_PROGRESS.value]
 lets the planner use the index."""
 
 
-def in_fresh_index() -> ColumnElement[bool]:
-    return ps.c.link_generation_status.in_(FRESH_INDEX_STATUSES)
+def in_fresh_index(t: Any = ps) -> ColumnElement[bool]:
+    status: ColumnElement[str] = t.c.link_generation_status
+    return status.in_(FRESH_INDEX_STATUSES)
 
 
-def never_claimed() -> ColumnElement[bool]:
-    """Armed and not claimed this cycle."""
-    return ps.c.link_generation_status == S.SCHEDULED.value
+def readable(t: Any = ps) -> ColumnElement[bool]:
+    """Its time is one every read can load (``ReadableTime``; a read at a bound is shown as
+    out of range): no claim takes another."""
+    at: ColumnElement[Any] = t.c.link_generation_at
+    return and_(at > READABLE_FROM_AT, at < READABLE_UNTIL_AT)
 
 
-def stale(stale_ms: int) -> ColumnElement[bool]:
-    """IN_PROGRESS and not renewed for the stale window: its attempt is taken for dead."""
-    return and_(
-        ps.c.link_generation_status == S.IN_PROGRESS.value,
-        ps.c.updated_at < func.now() - ms(stale_ms),
+def lease_ends(stale_ms: int, t: Any = ps) -> ColumnElement[Any]:
+    """When an IN_PROGRESS row's claim goes stale: its heartbeat (``updated_at``, renewed by the
+    attempt holding it) plus the stale window. A heartbeat in the future counts as now (the
+    queue then stores it as now, so it ages: ``SessionQueue.refresh``), and no arithmetic
+    touches the stored value."""
+    return func.least(t.c.updated_at, func.now()) + ms(stale_ms)
+
+
+def claim_time(
+    stale_ms: int, t: Any = ps, *, honour_retry: bool = True, early_ms: int = 0
+) -> ColumnElement[Any]:
+    """When a claim may take the row of ``t`` (the table or an alias of it); NULL when none may
+    without a new write: deleted, its time unset or unreadable, NOT_SCHEDULED or COMPLETED.
+    Its time come (``early_ms`` before it: the due guard's tolerance for a claim that names
+    its session), then by status: SCHEDULED at once; FAILED once its retry is due when
+    ``honour_retry`` (the queue's rule: a failure for good, or one in its backoff, waits for
+    neither; a claim that names it may take it any time); IN_PROGRESS once its lease ends."""
+    c = t.c
+    status = c.link_generation_status
+    # Behind the readable guard: CASE evaluates a branch only once the ones before it failed,
+    # so no arithmetic touches a time out of range.
+    at = c.link_generation_at - ms(early_ms) if early_ms else c.link_generation_at
+    retry_due = case(
+        (c.link_generation_retry_at.is_(None), null()),
+        else_=func.greatest(at, c.link_generation_retry_at),
+    )
+    return case(
+        (or_(c.deleted_at.is_not(None), ~readable(t)), null()),
+        (status == S.SCHEDULED.value, at),
+        (status == S.FAILED.value, retry_due if honour_retry else at),
+        (status == S.IN_PROGRESS.value, func.greatest(at, lease_ends(stale_ms, t))),
+        else_=null(),
     )
 
 
 def waiting(stale_ms: int, t: Any = ps) -> ColumnElement[bool]:
-    """Waits for a worker (docs/design.md "One queue"), on ``t`` (the table or an alias of it):
-    not deleted, its time come, and no live attempt holds it: SCHEDULED, FAILED with its retry
-    due (one left to the sweep or still in its backoff waits for neither), or IN_PROGRESS gone
-    stale."""
-    c = t.c
-    return and_(
-        c.deleted_at.is_(None),
-        c.link_generation_at <= func.now(),
-        or_(
-            c.link_generation_status == S.SCHEDULED.value,
-            and_(
-                c.link_generation_status == S.FAILED.value,
-                c.link_generation_retry_at <= func.now(),
-            ),
-            and_(
-                c.link_generation_status == S.IN_PROGRESS.value,
-                c.updated_at < func.now() - ms(stale_ms),
-            ),
-        ),
+    """Waits for a worker (docs/design.md "One queue"): the queue may take it now."""
+    return claim_time(stale_ms, t) <= func.now()
+
+
+def claimable(windows: TimingWindows, t: Any = ps) -> ColumnElement[bool]:
+    """A claim naming the session may take it now: due (within the due tolerance), not held by
+    a live claim, and a FAILED one whatever its retry time."""
+    return (
+        claim_time(windows.stale_ms, t, honour_retry=False, early_ms=windows.due_tolerance_ms)
+        <= func.now()
     )
 
 
-def unattended(stale_ms: int) -> ColumnElement[bool]:
-    """The fresh tier no live attempt holds: SCHEDULED, or IN_PROGRESS gone stale (what the
-    sweep, the watchdog and the backlog go after, through ix_psession_link_gen_fresh)."""
-    return and_(in_fresh_index(), or_(never_claimed(), stale(stale_ms)))
+def stale(stale_ms: int, t: Any = ps) -> ColumnElement[bool]:
+    """IN_PROGRESS and its lease ended: its attempt is taken for dead."""
+    return and_(
+        t.c.link_generation_status == S.IN_PROGRESS.value, lease_ends(stale_ms, t) <= func.now()
+    )
 
 
 def due(windows: TimingWindows) -> ColumnElement[bool]:
-    """Its time set and no later than now plus the due tolerance: the claim's due guard."""
-    return and_(
-        ps.c.link_generation_at.is_not(None),
-        ps.c.link_generation_at <= func.now() + ms(windows.due_tolerance_ms),
-    )
+    """Its time set and no later than now plus the due tolerance (a state's ``due``)."""
+    return ps.c.link_generation_at <= func.now() + ms(windows.due_tolerance_ms)
 
 
-def claimable(windows: TimingWindows) -> ColumnElement[bool]:
-    """SCHEDULED or FAILED, or IN_PROGRESS gone stale: what a claim may take."""
-    # Equalities rather than IN: the claim is precompiled to plain SQL (repository.py),
-    # and an IN list would need expanding at execution time.
-    return or_(
-        *(ps.c.link_generation_status == status.value for status in CLAIMABLE_STATUSES),
-        stale(windows.stale_ms),
+def waiting_rows(
+    stale_ms: int, *columns: ColumnElement[Any], where: ColumnElement[bool] | None = None
+) -> Any:
+    """``columns`` of every waiting row (``where`` too, if given), read through the two partial
+    indexes that hold them (SCHEDULED or IN_PROGRESS by time, ix_psession_link_gen_fresh;
+    FAILED by retry time, ix_psession_link_gen_retry): never the sessions failed for good or
+    done, however many."""
+    live = and_(ps.c.deleted_at.is_(None), *([] if where is None else [where]))
+    fresh = select(*columns).where(
+        live, in_fresh_index(), ps.c.link_generation_at <= func.now(), waiting(stale_ms)
     )
+    retried = select(*columns).where(
+        live,
+        ps.c.link_generation_status == S.FAILED.value,
+        ps.c.link_generation_retry_at.is_not(None),
+        ps.c.link_generation_retry_at <= func.now(),
+        waiting(stale_ms),
+    )
+    return union_all(fresh, retried)
 
 
 def state_columns(windows: TimingWindows) -> list[ColumnElement[Any]]:

@@ -303,19 +303,20 @@ service_view = Table(
     "jlg_service_view",
     metadata,
     Column("name", String(64), primary_key=True),
-    Column("next_slot_at", DateTime(timezone=True), nullable=True),
-    Column("paused_until", DateTime(timezone=True), nullable=True),
+    Column("next_slot_at", ReadableTime(), nullable=True),
+    Column("paused_until", ReadableTime(), nullable=True),
     Column("failures", Integer, nullable=False, server_default="0"),
-    Column("down_since", DateTime(timezone=True), nullable=True),
-    Column("probe_until", DateTime(timezone=True), nullable=True),
-    Column("changed_at", DateTime(timezone=True), nullable=True),
-    Column("healed_at", DateTime(timezone=True), nullable=True),
+    Column("down_since", ReadableTime(), nullable=True),
+    Column("probe_until", ReadableTime(), nullable=True),
+    Column("changed_at", ReadableTime(), nullable=True),
+    Column("healed_at", ReadableTime(), nullable=True),
     # Migration 0014: the operator who last cleared it (``jlg service resume``), and when.
-    Column("resumed_at", DateTime(timezone=True), nullable=True),
+    Column("resumed_at", ReadableTime(), nullable=True),
     Column("resumed_by", String(64), nullable=True),
 )
 """Migration 0011: one shared view of an external service (domain/service_view.py): its rate
-budget, a pause it asked for and its breaker, read and changed by every caller."""
+budget, a pause it asked for and its breaker, read and changed by every caller. Its times are
+read within what Python loads (``ReadableTime``): a person may write any value there."""
 
 
 session_queue = Table(
@@ -349,7 +350,7 @@ worker = Table(
     "jlg_worker",
     metadata,
     Column("run_id", String(64), primary_key=True),
-    Column("beat_at", DateTime(timezone=True), nullable=False),
+    Column("beat_at", ReadableTime(), nullable=False),
 )
 """Migration 0017: each run draining the one queue, and its last heartbeat."""
 

@@ -273,14 +273,21 @@ def give_back(state: ViewState, turn: Turn) -> ViewState:
 def bounded(state: ViewState, budget: Budget, now: datetime, probe_hold_s: float) -> ViewState:
     """``state`` with no time further ahead of ``now`` than one answer may set: a pause at most
     ``budget.max_pause_s``, a probe's hold its call's bound (or PROBE_EVERY_S) from its slot,
-    the next slot ``budget.slot_horizon_s``. A row that holds more (an older release's, a clock
-    stepped back) is read as if it held the bound."""
+    the next slot ``budget.slot_horizon_s``, and nothing that happened later than now. A row that
+    holds more (an older release's, a clock stepped back, a person's write) is read as if it
+    held the bound, and stored so (``adapters/service_view.py``): a bound is a time that
+    passes."""
 
     def capped(when: datetime | None, limit_s: float) -> datetime | None:
         return None if when is None else min(when, now + timedelta(seconds=limit_s))
 
     return replace(
         state,
+        # What happened cannot have happened later than now.
+        down_since=capped(state.down_since, 0.0),
+        changed_at=capped(state.changed_at, 0.0),
+        healed_at=capped(state.healed_at, 0.0),
+        resumed_at=capped(state.resumed_at, 0.0),
         paused_until=capped(state.paused_until, budget.max_pause_s),
         # A probe may take a slot up to MAX_SLOT_WAIT_S away, and holds its right from then.
         probe_until=capped(state.probe_until, max(probe_hold_s, PROBE_EVERY_S) + MAX_SLOT_WAIT_S),

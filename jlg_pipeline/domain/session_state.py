@@ -6,6 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
 
+from jlg_pipeline.domain import validation
 from jlg_pipeline.domain.status import LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 
@@ -38,6 +39,8 @@ class LinkGenerationState:
             return "already COMPLETED this cycle"
         if self.status is LinkGenerationStatus.NOT_SCHEDULED or self.link_generation_at is None:
             return "link generation is not scheduled"
+        if validation.out_of_range(self.link_generation_at):
+            return "its time is out of range: set aside until a person sets a new one"
         if not self.due:
             return f"not due until {self.link_generation_at.isoformat()}"
         return None
@@ -83,13 +86,8 @@ class IntentChange:
 
 @dataclass(frozen=True, slots=True)
 class DueSession:
-    """A fallback-sweep, backfill or watchdog candidate."""
+    """A fallback-sweep or backfill candidate."""
 
     id: SessionId
     link_generation_at: datetime
     status: LinkGenerationStatus
-    actor_user_id: int | None = None
-    """The admin of the session's newest intent change, when the query asks (the watchdog)."""
-    retry_at: datetime | None = None
-    """The watchdog's candidates: when the session last became due again, a FAILED one's wait
-    or a held one's ``not_before`` (so the watchdog sees a session its run tried since)."""

@@ -81,7 +81,7 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
         queue = database.queue()
         try:
             # Sessions armed by anyone, the host's own writes included, join their
-            # programme's turn (adapters/queue.py): a worker's next claim finds them.
+            # programme's turn (adapters/pick.py): a worker's next claim finds them.
             queue.refresh()
         except DatabaseUnavailable as exc:
             context.log.warning(f"the programmes' turns not refreshed: {exc}")

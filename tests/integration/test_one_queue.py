@@ -199,11 +199,12 @@ def test_a_session_armed_by_the_host_alone_is_found_once_the_turns_are_refreshed
     assert claim.session_id == sid
     assert repository.mark_completed(claim, "job-1", 1)
     queue.refresh()
+    assert repository.claim_next(Trigger.WATCHDOG, None) is None
     with engine.connect() as conn:
         next_due = conn.execute(
             text("SELECT next_due_at FROM jlg_programme_turn WHERE program_id = 51")
         ).scalar_one()
-    assert next_due is None, "nothing of the programme waits or is to come"
+    assert next_due is None, "nothing of the programme waits or is to come: the pick moved it out"
 
 
 def test_the_options_recorded_for_a_cycle_travel_with_its_claim_and_not_past_a_re_arm(
