@@ -14,6 +14,13 @@ a short trial; near ones go through a direct run, far ones through EventBridge, 
 sensor), some re-armed before their time; a PATCH that fails is retried 10 s later, as an
 admin would.
 
+Two faults run through every trial, beside the drawn ones (docs/design.md "One queue", "Nothing
+stops the queue"): **refusals accumulate** (``REFUSING_PROGRAMMES`` programmes each hold one
+session the service refuses for good, armed through the trial, so the pick meets more
+programmes with nothing to claim than it looks at in one claim), and **the host writes absurd
+times** (at drawn moments the host's own UPDATE puts ``±infinity``, year 10000 or 4713 BC on a
+session of its own). The armed sessions are spread over ``PROGRAMMES`` programmes.
+
 Invariants (each breach printed as a violation):
 - every armed session is COMPLETED at its last armed time within 2 minutes of that time, or
   of the end of the last fault that overlapped its wait (for "service absurd", a Retry-After
@@ -22,7 +29,9 @@ Invariants (each breach printed as a violation):
   cycle of the attempt history) finds none;
 - no admin answer is a 5xx other than 503;
 - no PATCH answered 200 is lost: the session keeps the time of its last accepted PATCH (or
-  of a later one whose answer was lost in a fault).
+  of a later one whose answer was lost in a fault);
+- a refused session ends FAILED, asked once; a session whose time the host made absurd is set
+  aside (FAILED with the reason) and never asked. Neither is left IN_PROGRESS.
 
 Runs are shared as by default once more than 10 wait, in runs of up to 25
 (``JLG_MAX_SESSIONS_PER_RUN=25``, the figures in docs/performance.md were taken with sharing
@@ -47,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, select, text
 
 from bench.common import (
     JWT_ENV,
@@ -61,6 +70,7 @@ from devstack.eventbridge import EventBridgeStandIn
 from devstack.online_session import Answer, OnlineSessionService, online_session_service
 from devstack.system import Children, aws_env, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
+from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.migrate import migrate
 from testkit.factories import add_registrations
@@ -87,6 +97,14 @@ Retry-After of decades) a pause lasts this long at most, then one probe; a sessi
 fault is due this much after it ends (the invariant allows the pause's cap)."""
 LIMITED_PER_S = 1.0
 """The service's own limit while it is rate-limited: a call a second."""
+PROGRAMMES = 20
+"""The programmes the armed sessions belong to."""
+REFUSING_PROGRAMMES = 120
+"""Programmes holding one session each that the service refuses for good: more than the pick
+looks at in one claim (``PROGRAMMES_LOOKED_AT``, 64)."""
+REFUSAL = Answer(status=404, body=b'{"error": {"code": "ONLINE_SESSION_NOT_FOUND"}}')
+ABSURD_TIMES = ["-infinity", "infinity", "10000-01-01T00:00:00Z", "4713-01-01 00:00:00+00 BC"]
+ABSURD_WRITES = 4
 POISON = [
     "not json",
     json.dumps({"programSessionId": "seven"}),
@@ -147,6 +165,8 @@ class Timeline:
     faults: list[Fault]
     messages: list[tuple[float, str]]
     """(when, "poison" or "duplicate")."""
+    absurd: list[tuple[float, str]]
+    """(when, the time the host writes on one of its sessions)."""
 
     @classmethod
     def draw(cls, seed: int, length_s: float, kinds: list[str] | None = None) -> "Timeline":
@@ -171,11 +191,23 @@ class Timeline:
             )
             for _ in range(max(int(length_s // 120), 1))
         )
-        return cls(seed, length_s, faults, messages)
+        absurd = sorted(
+            (
+                float(round(rng.uniform(WARM_UP_S * shape, length_s - QUIET_TAIL_S * shape))),
+                rng.choice(ABSURD_TIMES),
+            )
+            for _ in range(ABSURD_WRITES)
+        )
+        return cls(seed, length_s, faults, messages, absurd)
 
     @property
     def shape(self) -> float:
         return _shape(self.length_s)
+
+    @property
+    def refusing_programmes(self) -> int:
+        """All of ``REFUSING_PROGRAMMES`` from a five-minute trial up, fewer in the smoke."""
+        return max(round(REFUSING_PROGRAMMES * self.shape), 1)
 
     @property
     def quiet_tail_s(self) -> float:
@@ -199,6 +231,8 @@ class Timeline:
     def lines(self) -> list[str]:
         shown = [(f.start, f"{f.start:5.0f} s  {f.kind} ({f.duration:.0f} s)") for f in self.faults]
         shown += [(t, f"{t:5.0f} s  {kind} messages") for t, kind in self.messages]
+        shown += [(t, f"{t:5.0f} s  the host writes {value}") for t, value in self.absurd]
+        shown += [(0.0, f"    0 s  refusals accumulate: {self.refusing_programmes} programmes")]
         return [line for _, line in sorted(shown)]
 
 
@@ -218,6 +252,12 @@ class Record:
     answers: list[tuple[float, str, int]] = field(default_factory=list)
     """(seconds in, request, status) of every admin request."""
     events: list[str] = field(default_factory=list)
+    refused: list[int] = field(default_factory=list)
+    """Sessions the service refuses for good (their programmes' only ones), once armed."""
+    refused_at: dict[int, tuple[float, datetime]] = field(default_factory=dict)
+    """When each was armed (seconds in), and for when."""
+    absurd: dict[int, str] = field(default_factory=dict)
+    """Sessions whose time the host wrote absurd, and what it wrote."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def now(self) -> float:
@@ -413,7 +453,17 @@ def admin(
 
 
 def arm_once(http: httpx.Client, record: Record, session: int, at: datetime) -> int:
-    """An admin's PATCH of ``session`` to ``at``, recorded with its answer (0: none)."""
+    """An admin's PATCH of ``session`` to ``at``, recorded with its answer (0: none) among the
+    armings the trial judges."""
+    armed_s = record.now()
+    status = patch(http, record, session, at)
+    with record.lock:
+        record.armings.append(Arming(session, armed_s, at, status))
+    return status
+
+
+def patch(http: httpx.Client, record: Record, session: int, at: datetime) -> int:
+    """A PATCH of ``session`` to ``at``; its answer (0: none) is recorded."""
     armed_s = record.now()
     try:
         status = http.patch(
@@ -423,7 +473,6 @@ def arm_once(http: httpx.Client, record: Record, session: int, at: datetime) -> 
     except httpx.HTTPError:
         status = 0
     with record.lock:
-        record.armings.append(Arming(session, armed_s, at, status))
         record.answers.append((armed_s, "PATCH", status))
     return status
 
@@ -503,9 +552,9 @@ def whole_system(
                 conn.execute(
                     text(
                         "INSERT INTO hdb_program_session (program_id)"
-                        " SELECT 1 FROM generate_series(1, :n) RETURNING id"
+                        " SELECT 1 + g % :p FROM generate_series(1, :n) AS g RETURNING id"
                     ),
-                    {"n": sessions},
+                    {"n": sessions, "p": PROGRAMMES},
                 ).scalars()
             )
         database, through = proxied_database(url)
@@ -553,6 +602,57 @@ def whole_system(
             engine.dispose()
 
 
+def one_each(engine: Engine, first_programme: int, count: int) -> list[int]:
+    """``count`` sessions, one in each programme from ``first_programme``."""
+    with engine.begin() as conn:
+        return sorted(
+            conn.execute(
+                text(
+                    "INSERT INTO hdb_program_session (program_id)"
+                    " SELECT :first + g FROM generate_series(0, :n - 1) AS g RETURNING id"
+                ),
+                {"first": first_programme, "n": count},
+            ).scalars()
+        )
+
+
+def refusals(
+    base: str, refused: list[int], timeline: Timeline, record: Record, stop: threading.Event
+) -> None:
+    """Arms each refused session through the trial's arming window, as the admin arms the
+    others (a PATCH that fails is tried again 10 s later)."""
+    rng = random.Random(timeline.seed * 31)
+    interval = timeline.arm_until_s / max(len(refused), 1)
+    with httpx.Client(base_url=base, headers=admin_headers(), timeout=60) as http:
+        for session in refused:
+            for _ in range(3):
+                at = datetime.now(UTC) + timedelta(
+                    seconds=rng.uniform(timeline.min_lead_s, timeline.max_lead_s)
+                )
+                status = patch(http, record, session, at)
+                if status == 200:
+                    with record.lock:
+                        record.refused.append(session)
+                        record.refused_at[session] = (record.now(), at)
+                    break
+                if stop.wait(10):
+                    return
+            if stop.wait(interval):
+                return
+
+
+def host_writes_absurd(engine: Engine, session: int, value: str, record: Record) -> None:
+    """The host's own UPDATE of one of its armed sessions' time, not through any fault box."""
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE hdb_program_session SET link_generation_at = :v WHERE id = :id"),
+            {"v": value, "id": session},
+        )
+    with record.lock:
+        record.absurd[session] = value
+    record.note(f"the host wrote {value} on session {session}")
+
+
 def run(
     timeline: Timeline, sessions: int, home: Path, settings: dict[str, str] | None = None
 ) -> Outcome:
@@ -562,11 +662,21 @@ def run(
         record = Record()
         stop = threading.Event()
         rng = random.Random(timeline.seed)
+        refused = one_each(engine, 1_000, timeline.refusing_programmes)
+        for session in refused:
+            system.service.for_session[session] = REFUSAL
+        # The host's own sessions, armed beyond the trial's end until it writes on them.
+        hosts = iter(one_each(engine, 2_000, len(timeline.absurd)))
+        beyond = datetime.now(UTC) + timedelta(seconds=timeline.length_s + 600)
+        with httpx.Client(base_url=base, headers=admin_headers(), timeout=60) as http:
+            host_armed = [s for s in hosts if patch(http, record, s, beyond) == 200]
+        absurd_on = iter(host_armed)
 
         def faults() -> None:
             plan = sorted(
                 [(f.start, "fault", f) for f in timeline.faults]
-                + [(t, "messages", kind) for t, kind in timeline.messages],
+                + [(t, "messages", kind) for t, kind in timeline.messages]
+                + [(t, "absurd", value) for t, value in timeline.absurd],
                 key=lambda item: item[0],
             )
             for at, what, detail in plan:
@@ -574,12 +684,19 @@ def run(
                     return
                 if what == "fault":
                     inflict(detail, system, record, stop, timeline.shape)  # type: ignore[arg-type]
+                elif what == "absurd":
+                    session = next(absurd_on, None)
+                    if session is not None:
+                        host_writes_absurd(engine, session, str(detail), record)
                 else:
                     send_messages(detail, system, record, rng)  # type: ignore[arg-type]
 
         threads = [
             threading.Thread(target=faults, name="chaos-faults"),
             threading.Thread(target=reader, args=(base, ids, record, stop), name="chaos-reader"),
+            threading.Thread(
+                target=refusals, args=(base, refused, timeline, record, stop), name="chaos-refusals"
+            ),
         ]
         for thread in threads:
             thread.start()
@@ -597,29 +714,32 @@ def run(
 
 
 def wait_until_done(engine: Engine, record: Record, not_before: datetime) -> None:
-    """Until every armed session is COMPLETED (not before ``not_before``), or the bound after the
-    last armed time has passed."""
-    last_due = max((a.at for a in record.armings if a.status == 200), default=None)
+    """Until every armed session is COMPLETED and every refused one was asked (not before
+    ``not_before``), or the bound after the last armed time has passed."""
+    due = [a.at for a in record.armings if a.status == 200]
+    due += [at for _, at in record.refused_at.values()]
     end = not_before
-    if last_due is not None:
-        end = max(end, last_due + timedelta(seconds=ON_TIME_S + 30))
-    while datetime.now(UTC) < end and not all_completed(engine, record):
+    if due:
+        end = max(end, max(due) + timedelta(seconds=ON_TIME_S + 30))
+    while datetime.now(UTC) < end and not all_done(engine, record):
         time.sleep(5)
 
 
-def all_completed(engine: Engine, record: Record) -> bool:
+def all_done(engine: Engine, record: Record) -> bool:
     armed = {a.session for a in record.armings if a.status == 200}
     with engine.connect() as conn:
         done = conn.execute(
             text(
-                "SELECT count(*) FROM hdb_program_session"
-                " WHERE id = ANY(:ids) AND link_generation_status = 'COMPLETED'"
+                "SELECT count(*) FILTER (WHERE id = ANY(:armed)"
+                " AND link_generation_status = 'COMPLETED'), count(*) FILTER (WHERE"
+                " id = ANY(:refused) AND link_generation_status = 'FAILED')"
+                " FROM hdb_program_session"
             ),
-            {"ids": sorted(armed)},
-        ).scalar_one()
+            {"armed": sorted(armed), "refused": sorted(record.refused)},
+        ).one()
     return (
         bool(armed)
-        and done == len(armed)
+        and tuple(done) == (len(armed), len(record.refused))
         and datetime.now(UTC) > max(a.at for a in record.armings if a.status == 200)
     )
 
@@ -629,12 +749,11 @@ def judge(
 ) -> tuple[list[str], dict[str, float]]:
     violations: list[str] = []
     with engine.connect() as conn:
+        # Read within Python's range: the host's absurd writes are among the rows.
         rows = {
             sid: (at, status)
             for sid, at, status in conn.execute(
-                text(
-                    "SELECT id, link_generation_at, link_generation_status FROM hdb_program_session"
-                )
+                select(ps.c.id, ps.c.link_generation_at, ps.c.link_generation_status)
             ).all()
         }
         completed = {
@@ -646,6 +765,19 @@ def judge(
                 )
             ).all()
         }
+        first_claimed: dict[int, datetime] = dict(
+            conn.execute(
+                text(
+                    "SELECT program_session_id, min(claimed_at) FROM jlg_generation_attempt"
+                    " GROUP BY 1"
+                )
+            ).all()
+        )
+        errors: dict[int, str | None] = dict(
+            conn.execute(
+                text("SELECT id, link_generation_last_error FROM hdb_program_session")
+            ).all()
+        )
         doubled = conn.execute(
             text(
                 "SELECT program_session_id, link_generation_at FROM jlg_generation_attempt"
@@ -679,12 +811,7 @@ def judge(
                 f"session {sid}: {len(jobs[sid])} jobs at the service {sorted(jobs[sid])}"
             )
         due_s = (kept.at - record.started_at).total_seconds()
-        holding = [
-            f
-            for f in timeline.faults
-            if f.start <= due_s + ON_TIME_S and f.holds_until >= kept.armed_s
-        ]
-        held_until = max([due_s, *(f.holds_until for f in holding)])
+        holding, held_until = _held(timeline, kept.armed_s, due_s)
         finished = completed.get((sid, kept.at))
         if finished is None:
             violations.append(f"session {sid}: due at {due_s:.0f} s, {status}, never COMPLETED")
@@ -699,6 +826,24 @@ def judge(
                 f"session {sid}: due at {due_s:.0f} s, COMPLETED at {done_s:.0f} s,"
                 f" {done_s - held_until:.0f} s after it was free ({blame})"
             )
+    for sid in record.refused:
+        armed_s, at = record.refused_at[sid]
+        due_s = (at - record.started_at).total_seconds()
+        _, held_until = _held(timeline, armed_s, due_s)
+        claimed = first_claimed.get(sid)
+        if rows[sid][1] == "COMPLETED":
+            violations.append(f"session {sid}: refused for good, yet COMPLETED")
+        if claimed is None:
+            violations.append(f"session {sid}: refused for good, due at {due_s:.0f} s, never asked")
+        elif (claimed - record.started_at).total_seconds() > held_until + ON_TIME_S:
+            violations.append(f"session {sid}: refused for good, due at {due_s:.0f} s, asked late")
+    for sid, value in sorted(record.absurd.items()):
+        set_aside = "set aside" in (errors[sid] or "")
+        if service.calls_for(sid) or rows[sid][1] != "FAILED" or not set_aside:
+            violations.append(
+                f"session {sid}: the host wrote {value}; {rows[sid][1]}, asked"
+                f" {service.calls_for(sid)} time(s), not set aside"
+            )
     bad = [(t, what, s) for t, what, s in record.answers if (s >= 500 and s != 503) or s == 0]
     for t, what, status in bad:
         violations.append(f"admin {what} at {t:.0f} s answered {status or 'nothing'}")
@@ -711,10 +856,20 @@ def judge(
         "admin answers": float(len(answers)),
         "admin 503": float(answers.count(503)),
         "bulkRegister calls": float(service.calls),
+        "sessions refused for good": float(len(record.refused)),
+        "sessions the host made absurd": float(len(record.absurd)),
         "worst lateness after its time (s)": max(lateness, default=0.0),
         "violations": float(len(violations)),
     }
     return violations, figures
+
+
+def _held(timeline: Timeline, armed_s: float, due_s: float) -> tuple[list[Fault], float]:
+    """The faults that overlapped a session's wait, and when the last of them let it go."""
+    holding = [
+        f for f in timeline.faults if f.start <= due_s + ON_TIME_S and f.holds_until >= armed_s
+    ]
+    return holding, max([due_s, *(f.holds_until for f in holding)])
 
 
 def main() -> None:

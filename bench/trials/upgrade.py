@@ -425,6 +425,7 @@ def run(
             record.now(),
             [Fault(s.name, s.started_s, s.took_s) for s in steps],
             [],
+            [],
         )
         violations, figures = judge(timeline, record, engine, service)
         record.note(fates(deployment.env["DAGSTER_POSTGRES_URL"], engine, steps))
