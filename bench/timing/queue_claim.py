@@ -1,12 +1,15 @@
-"""The one queue's claim at scale (docs/design.md "One queue"): 10,000,000 host sessions of 500
-programmes (history, a future arming, claims running now), 10,000 waiting in recovery and 1,000
-on time. The claim of the next waiting session (``claim_next``) against the claim of a named
-one (``claim``, the gate's asked path), each its own transaction as the gate runs it; the
-watchdog's per-tick reads (the programmes' turns refreshed, the attendance); and the next
-claim's ``EXPLAIN ANALYZE`` (rolled back).
+"""The one queue's claim at scale (docs/design.md "One queue"): 10,000,000 host sessions
+(history, a future arming, claims running now), 10,000 waiting in recovery and 1,000 on time
+over 5,000 programmes, and 5,000 more programmes that hold only sessions nothing can claim
+now (failed for good, or in their backoff), each with a turn that says its work is due, as the
+refresh before "Nothing stops the queue" left them. The claim of the next waiting session
+(``claim_next``) against the claim of a named one (``claim``, the gate's asked path), each its
+own transaction as the gate runs it; the first claim of the next (it moves every programme
+with nothing to claim on) apart; the watchdog's per-tick reads (the refresh, the attendance);
+and the next claim's ``EXPLAIN ANALYZE`` (rolled back).
 
     .venv/bin/python -m bench.timing.queue_claim [--rows 10000000] [--waiting 10000]
-        [--on-time 1000] [--claims 500] [--strict]
+        [--on-time 1000] [--programmes 5000] [--stuck-programmes 5000] [--claims 500] [--strict]
 
 Target (the issue's): one claim of the next ≤ 5 ms at the median.
 """
@@ -28,9 +31,16 @@ from testkit.factories import populate
 TARGET_MS = 5.0
 
 
-def add_waiting(engine: Engine, on_time: int) -> None:
+LIVE_FROM = 1_000_000
+"""The first programme id of those with waiting work: the stuck ones come first in the pick's
+order (never served, lower ids), as a programme that is never served stayed before."""
+
+
+def add_waiting(engine: Engine, on_time: int, programmes: int, stuck: int) -> None:
     """The populated overdue sessions all wait (a FAILED one with its retry due), and
-    ``on_time`` more fell due within the last minute, spread over the programmes."""
+    ``on_time`` more fell due within the last minute, spread over ``programmes`` programmes;
+    ``stuck`` programmes more each hold one session failed for good and one in its backoff,
+    and a turn that says their work is due (never served, so first in the pick's order)."""
     with engine.begin() as conn:
         conn.execute(
             text(
@@ -40,12 +50,38 @@ def add_waiting(engine: Engine, on_time: int) -> None:
         )
         conn.execute(
             text(
+                "UPDATE hdb_program_session SET program_id = :first + id % :p"
+                " WHERE link_generation_status IN ('SCHEDULED', 'FAILED', 'IN_PROGRESS')"
+                " AND link_generation_at <= now()"
+            ),
+            {"p": programmes, "first": LIVE_FROM},
+        )
+        conn.execute(
+            text(
                 "INSERT INTO hdb_program_session"
                 " (program_id, link_generation_at, link_generation_status)"
-                " SELECT g % 500, now() - make_interval(secs => g % 60), 'SCHEDULED'"
+                " SELECT :first + g % :p, now() - make_interval(secs => g % 60), 'SCHEDULED'"
                 " FROM generate_series(1, :n) AS g"
             ),
-            {"n": on_time},
+            {"n": on_time, "p": programmes, "first": LIVE_FROM},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO hdb_program_session (program_id, link_generation_at,"
+                " link_generation_status, link_generation_attempt, link_generation_retry_at)"
+                " SELECT 1 + g / 2, now() - interval '3 hours', 'FAILED', 1,"
+                " CASE WHEN g % 2 = 0 THEN NULL ELSE now() + interval '10 minutes' END"
+                " FROM generate_series(0, 2 * :stuck - 1) AS g"
+            ),
+            {"stuck": stuck},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO jlg_programme_turn (program_id, next_due_at)"
+                " SELECT g, now() - interval '3 hours' FROM generate_series(1, :stuck) AS g"
+                " ON CONFLICT (program_id) DO UPDATE SET next_due_at = excluded.next_due_at"
+            ),
+            {"stuck": stuck},
         )
         conn.execute(text("VACUUM ANALYZE hdb_program_session"))
 
@@ -75,6 +111,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--waiting", type=int, default=10_000)
     parser.add_argument("--on-time", type=int, default=1_000)
+    parser.add_argument("--programmes", type=int, default=5_000)
+    parser.add_argument("--stuck-programmes", type=int, default=5_000)
     parser.add_argument("--claims", type=int, default=500)
     strict_option(parser)
     args = parser.parse_args()
@@ -86,7 +124,7 @@ def main() -> None:
         autocommit = filler.execution_options(isolation_level="AUTOCOMMIT")
         started = time.monotonic()
         populate(autocommit, args.rows, args.waiting)
-        add_waiting(autocommit, args.on_time)
+        add_waiting(autocommit, args.on_time, args.programmes, args.stuck_programmes)
         loaded_s = time.monotonic() - started
         repository = ProgramSessionRepository(engine)
         queue = SessionQueue(engine)
@@ -94,6 +132,14 @@ def main() -> None:
         attendance = timed_ms(lambda: queue.attendance(60.0), 20)
         plan = explain_next(engine, repository)
         following = timed_ms(lambda: repository.claim_next(Trigger.WATCHDOG, "bench"), args.claims)
+        with engine.connect() as conn:
+            still_picked = conn.execute(
+                text(
+                    "SELECT count(*) FROM jlg_programme_turn"
+                    " WHERE program_id < :first AND next_due_at <= now()"
+                ),
+                {"first": LIVE_FROM},
+            ).scalar_one()
         with engine.connect() as conn:
             waiting_ids = list(
                 conn.execute(
@@ -117,7 +163,8 @@ def main() -> None:
     median_asked = statistics.median(asked)
     table(
         f"{args.rows:,} sessions, {args.waiting:,} waiting in recovery and {args.on_time:,} on "
-        f"time, 500 programmes; each claim its own transaction. Target: the next ≤ "
+        f"time over {args.programmes:,} programmes, {args.stuck_programmes:,} programmes more "
+        f"with nothing to claim now; each claim its own transaction. Target: the next ≤ "
         f"{TARGET_MS:g} ms",
         [
             (
@@ -150,6 +197,10 @@ def main() -> None:
             ),
         ],
         ("statement", "median ms", "p95 ms", "vs the named claim", ""),
+    )
+    print(
+        f"\nProgrammes with nothing to claim still in the pick after {args.claims} claims:"
+        f" {still_picked:,} of {args.stuck_programmes:,}"
     )
     targets.finish(args.strict)
 
