@@ -84,6 +84,9 @@ def add_waiting(engine: Engine, on_time: int, programmes: int, stuck: int) -> No
             {"stuck": stuck},
         )
         conn.execute(text("VACUUM ANALYZE hdb_program_session"))
+        # The load's dirty pages written out now: a checkpoint's writes during the timed
+        # claims stalled one statement in twenty for seconds.
+        conn.execute(text("CHECKPOINT"))
 
 
 def timed_ms(action: Callable[[], object], times: int) -> list[float]:
@@ -130,6 +133,11 @@ def main() -> None:
         queue = SessionQueue(engine)
         refresh = timed_ms(queue.refresh, 5)
         attendance = timed_ms(lambda: queue.attendance(60.0), 20)
+        # The first claim moves every programme with nothing to claim on (64 a look); then
+        # the turns' statistics are what autovacuum keeps after such a change.
+        (first,) = timed_ms(lambda: repository.claim_next(Trigger.WATCHDOG, "bench"), 1)
+        with autocommit.connect() as conn:
+            conn.execute(text("VACUUM ANALYZE jlg_programme_turn"))
         plan = explain_next(engine, repository)
         following = timed_ms(lambda: repository.claim_next(Trigger.WATCHDOG, "bench"), args.claims)
         with engine.connect() as conn:
@@ -167,6 +175,13 @@ def main() -> None:
         f"with nothing to claim now; each claim its own transaction. Target: the next ≤ "
         f"{TARGET_MS:g} ms",
         [
+            (
+                "the first claim of the next (it moves the stuck programmes on)",
+                f"{first:.2f}",
+                "",
+                "",
+                "",
+            ),
             (
                 "claim of the next (claim_next)",
                 f"{median_next:.2f}",

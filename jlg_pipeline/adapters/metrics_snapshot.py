@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import CompoundSelect, Engine, Interval, func, literal, select, text, union_all
+from sqlalchemy import CompoundSelect, Engine, Interval, func, literal, select, union_all
 
 from jlg_pipeline.adapters.candidates import overdue
-from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.database import small_reads, translate_errors
 from jlg_pipeline.adapters.metric_counts import read_counts
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import NO_BUDGET, Look, ServiceView
@@ -78,16 +78,7 @@ def read_metrics_snapshot(
     engine: Engine, budget: Budget = NO_BUDGET, windows: TimingWindows | None = None
 ) -> MetricsSnapshot:
     with translate_errors("reading metrics"), engine.begin() as conn:
-        # Every read below touches a few rows through a partial index, but the planner
-        # sizes the overdue range from the whole table's history (most of it in the past):
-        # it would start parallel workers (20 ms for 0.3 ms of work at 3M sessions) and,
-        # past 10M, JIT-compile the count (6 ms) (bench.timing.readings).
-        conn.execute(
-            text(
-                "SELECT set_config('max_parallel_workers_per_gather', '0', true),"
-                " set_config('jit', 'off', true)"
-            )
-        )
+        small_reads(conn)
         counts = read_counts(conn)
         by_status = {str(s): int(n) for s, n in conn.execute(armed_by_status()).all() if n}
         overdue_count = conn.execute(

@@ -34,9 +34,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from jlg_pipeline.adapters.attempt_history import close_open_attempt
-from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.database import small_reads, translate_errors
 from jlg_pipeline.adapters.metric_counts import count_set_aside
-from jlg_pipeline.adapters.pick import bring_forward
+from jlg_pipeline.adapters.pick import bring_forward, catch_up
 from jlg_pipeline.adapters.session_statements import (
     ms,
     readable,
@@ -45,7 +45,6 @@ from jlg_pipeline.adapters.session_statements import (
 )
 from jlg_pipeline.adapters.tables import generation_attempt as attempts
 from jlg_pipeline.adapters.tables import program_session as ps
-from jlg_pipeline.adapters.tables import programme_turn as turn
 from jlg_pipeline.adapters.tables import session_queue as queued
 from jlg_pipeline.adapters.tables import worker
 from jlg_pipeline.domain.attempts import AttemptOutcome
@@ -122,6 +121,7 @@ class SessionQueue:
         )
         ahead = update(worker).where(worker.c.beat_at > func.now()).values(beat_at=func.now())
         with translate_errors("asking the queue who attends it"), self._engine.begin() as conn:
+            small_reads(conn)
             conn.execute(gone)
             conn.execute(ahead)
             row = conn.execute(select(exists(late), live)).one()
@@ -195,21 +195,9 @@ class SessionQueue:
         rows whose time no read can load that would otherwise wait are set aside (FAILED for a
         person, with the reason, counted under ``jlg_rows_set_aside_total{path="queue"}``); a
         claim's heartbeat in the future is stored as now; and every programme with a waiting
-        session has its turn come. Returns the ids set aside."""
+        session, or whose time has come, has its turn come (``ready``). Returns the ids set
+        aside."""
         stale_ms = self._windows.stale_ms
-        rows = waiting_rows(stale_ms, ps.c.program_id, ps.c.link_generation_at).subquery()
-        due = select(rows.c.program_id, func.min(rows.c.link_generation_at)).group_by(
-            rows.c.program_id
-        )
-        arrived = insert(turn).from_select(["program_id", "next_due_at"], due)
-        arrived = arrived.on_conflict_do_update(
-            index_elements=[turn.c.program_id],
-            set_={"next_due_at": arrived.excluded.next_due_at},
-            # Only forward: a turn the pick moved on is the pick's, by the same definition.
-            where=or_(
-                turn.c.next_due_at.is_(None), turn.c.next_due_at > arrived.excluded.next_due_at
-            ),
-        )
         ahead = (
             update(ps)
             .where(
@@ -221,9 +209,11 @@ class SessionQueue:
             .values(updated_at=func.now())
         )
         with translate_errors("refreshing the programmes' turns"), self._engine.begin() as conn:
+            small_reads(conn)
             set_aside = _set_aside(conn, stale_ms)
             conn.execute(ahead)
-            conn.execute(arrived)
+            for statement in catch_up(stale_ms):
+                conn.execute(statement)
         return set_aside
 
 
@@ -272,8 +262,7 @@ def _set_aside(conn: Connection, stale_ms: int) -> list[int]:
 def recorded_request(row: Any) -> BulkRegisterRequest | None:
     """The options recorded for the claimed cycle (its row here), the actor of its newest
     intent change when none was; a row that no longer passes the rules asks with the defaults."""
-    values = row._mapping
-    if "role" not in values:
+    if not hasattr(row, "role"):
         return None
     try:
         return BulkRegisterRequest.parse(row.id, row.role, row.batch_size, row.actor_user_id)

@@ -24,8 +24,8 @@ from sqlalchemy import (
 )
 
 from jlg_pipeline.adapters.attempt_history import read_attempts
-from jlg_pipeline.adapters.claim import claim_statement, to_claim
-from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.claim import argument, claim_statement, to_claim
+from jlg_pipeline.adapters.database import fetch_prepared, translate_errors
 from jlg_pipeline.adapters.intent_history import read_changes
 from jlg_pipeline.adapters.pick import CANDIDATES_WHEN_CROWDED, bring_forward, pick
 from jlg_pipeline.adapters.session_statements import (
@@ -60,12 +60,13 @@ class ProgramSessionRepository:
 
     def __init__(self, engine: Engine, windows: TimingWindows | None = None) -> None:
         self._engine = engine
+        self._one_statement = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.windows = windows or TimingWindows()
         dialect = engine.dialect
         # Built once: the gate is the hot path, and building a statement costs more than
         # running it. Values arrive as bound parameters.
         self.claim_sql, self.claim_parameters = claim_statement(
-            bindparam("session_id"), self.windows, dialect
+            argument("session_id"), self.windows, dialect
         )
         """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
         self.next_claim_sql, self.next_claim_parameters = claim_statement(
@@ -165,14 +166,15 @@ class ProgramSessionRepository:
         trigger: Trigger,
         run_id: str | None,
     ) -> Any:
-        parameters = {
+        arguments = {
             **parameters,
             "session_id": session_id,
             "trigger": Trigger(trigger).value,
             "run_id": None if run_id is None else str(run_id)[:64],
         }
-        with translate_errors("claiming a session"), self._engine.begin() as conn:
-            return conn.exec_driver_sql(sql, parameters).one_or_none()
+        # One statement, so its own transaction: no BEGIN and COMMIT round trips.
+        with translate_errors("claiming a session"), self._one_statement.connect() as conn:
+            return fetch_prepared(conn, sql, arguments)
 
     def resume(self, session_id: SessionId, run_id: str) -> Claim | None:
         """The claim this run already holds on the session, its lease renewed: the session is

@@ -341,10 +341,19 @@ programme_turn = Table(
     Column("program_id", BigInteger, primary_key=True, autoincrement=False),
     Column("served", BigInteger, nullable=True),
     Column("next_due_at", DateTime(timezone=True), nullable=True),
-    Index("ix_programme_turn_next_due", "next_due_at"),
+    # Migration 0019: its turn has come (the pick reads these in served order).
+    Column("ready", Boolean, nullable=False, server_default=text("false")),
+    Index(
+        "ix_programme_turn_ready",
+        text("served NULLS FIRST"),
+        "program_id",
+        postgresql_where=text("ready"),
+    ),
+    Index("ix_programme_turn_ahead", "next_due_at", postgresql_where=text("NOT ready")),
 )
 """Migration 0017: per programme, when it was last served (``served``, from
-``jlg_queue_served_seq``) and the earliest time its waiting sessions fall due."""
+``jlg_queue_served_seq``) and when its turn comes (``next_due_at``: never later than its
+sessions' next claim time, adapters/pick.py); 0019: whether it has come (``ready``)."""
 
 worker = Table(
     "jlg_worker",

@@ -359,8 +359,8 @@ def test_the_queue_claims_every_waiting_session_in_bounded_turns_whatever_the_ro
 ) -> None:
     machine = build_machine(engine)
     machine.TestCase.settings = settings(
-        max_examples=8,
-        stateful_step_count=20,
+        max_examples=6,
+        stateful_step_count=18,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
