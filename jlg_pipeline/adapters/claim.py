@@ -14,7 +14,6 @@ from sqlalchemy import (
     func,
     insert,
     literal,
-    literal_column,
     select,
     true,
     update,
@@ -22,6 +21,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as upsert
 
 from jlg_pipeline.adapters.attempt_history import close_open_attempt
+from jlg_pipeline.adapters.database import argument as database_argument
+from jlg_pipeline.adapters.database import compiled
 from jlg_pipeline.adapters.intent_history import newest_actor
 from jlg_pipeline.adapters.pick import Pick
 from jlg_pipeline.adapters.queue import recorded_request
@@ -35,14 +36,15 @@ from jlg_pipeline.domain.attempts import Claim
 from jlg_pipeline.domain.constants import TimingWindows
 
 ARGUMENTS = {"session_id": "BIGINT", "trigger": "VARCHAR", "run_id": "VARCHAR"}
-"""What a claim is given at each call; every other value of the statement is written into it,
-so PostgreSQL plans it once per connection (a generic plan of a prepared statement) instead of
-for every claim: with the constants as parameters it kept a custom plan, 1.2-2 ms a claim."""
+"""What a claim is given at each call; every other value of the statement is written into it
+(``database.compiled``), so PostgreSQL plans it once per connection (a generic plan of a
+prepared statement) instead of for every claim: with the constants as parameters it kept a
+custom plan, 1.2-2 ms a claim."""
 
 
 def argument(name: str) -> ColumnElement[Any]:
-    """A stand-in for the argument ``name`` (of ARGUMENTS), made a placeholder once compiled."""
-    return literal_column(f"__{name}__")
+    """The claim's argument ``name`` (of ARGUMENTS)."""
+    return database_argument(name, ARGUMENTS[name])
 
 
 def to_claim(row: Any) -> Claim:
@@ -160,7 +162,4 @@ def claim_statement(
         )
     # The gate runs the compiled SQL directly: SQLAlchemy's execute path cost more
     # per claim than the database did (docs/performance.md).
-    sql = str(statement.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-    for name, sql_type in ARGUMENTS.items():
-        sql = sql.replace(f"__{name}__", f"%({name})s::{sql_type}")
-    return sql, {}
+    return compiled(statement, dialect), {}

@@ -1,17 +1,18 @@
 """Engine creation and the translation of driver errors at the boundary."""
 
+import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy
 from psycopg.rows import namedtuple_row
-from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy import ColumnElement, Connection, Engine, event, literal_column, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -292,6 +293,35 @@ def translate_errors(action: str) -> Iterator[None]:
         if exc.connection_invalidated:
             raise DatabaseUnavailable(f"database connection lost while {action}") from exc
         raise
+
+
+def argument(name: str, sql_type: str) -> ColumnElement[Any]:
+    """A value given at each run of a statement :func:`compiled` (``%(name)s`` of ``sql_type``)."""
+    return literal_column(f"__argument_{name}__{sql_type}__")
+
+
+def compiled(statement: Any, dialect: Any) -> str:
+    """``statement``'s SQL with every value written into it but its :func:`argument`s, which
+    stay psycopg's placeholders: built and compiled once by its owner, not at every run (a
+    statement's tree and cache key cost more Python than its run), and planned alike for any
+    arguments (no status or time left as a parameter that a partial index cannot be proven
+    against)."""
+    sql = str(statement.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+    return re.sub(r"__argument_(\w+?)__(\w+)__", r"%(\1)s::\2", sql)
+
+
+T = TypeVar("T")
+_COMPILED: dict[tuple[Any, ...], Any] = {}
+
+
+def compiled_once(key: tuple[Any, ...], dialect: Any, build: Callable[[], T]) -> T:
+    """What ``build`` makes of :func:`compiled` statements, made once for ``key`` and the
+    dialect: resources are built afresh at every sensor tick and every run, and compiling a
+    store's statements cost more than a tick's reads (10 ms for the queue's)."""
+    full = (*key, dialect.name, dialect.driver)
+    if full not in _COMPILED:
+        _COMPILED[full] = build()
+    return _COMPILED[full]  # type: ignore[no-any-return]
 
 
 def fetch_prepared(conn: Connection, sql: str, parameters: dict[str, Any]) -> Any:

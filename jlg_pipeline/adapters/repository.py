@@ -25,7 +25,7 @@ from sqlalchemy import (
 
 from jlg_pipeline.adapters.attempt_history import read_attempts
 from jlg_pipeline.adapters.claim import argument, claim_statement, to_claim
-from jlg_pipeline.adapters.database import fetch_prepared, translate_errors
+from jlg_pipeline.adapters.database import compiled_once, fetch_prepared, translate_errors
 from jlg_pipeline.adapters.intent_history import read_changes
 from jlg_pipeline.adapters.pick import CANDIDATES_WHEN_CROWDED, bring_forward, pick
 from jlg_pipeline.adapters.session_statements import (
@@ -47,6 +47,15 @@ from jlg_pipeline.domain.validation import SessionId
 logger = logging.getLogger(__name__)
 
 
+def _claims(windows: TimingWindows, engine: Engine) -> list[tuple[str, dict[str, Any]]]:
+    """The claim of a named session, the claim of the next, and its crowded look, compiled."""
+    return [
+        claim_statement(argument("session_id"), windows, engine.dialect),
+        claim_statement(pick(windows.stale_ms), windows, engine.dialect),
+        claim_statement(pick(windows.stale_ms, CANDIDATES_WHEN_CROWDED), windows, engine.dialect),
+    ]
+
+
 class ProgramSessionRepository:
     """The concurrency hotspot: the atomic claim and the fenced marks, and the reads of a
     session's state, its listing and its histories (``attempt_history.py``,
@@ -62,20 +71,16 @@ class ProgramSessionRepository:
         self._engine = engine
         self._one_statement = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.windows = windows or TimingWindows()
-        dialect = engine.dialect
-        # Built once: the gate is the hot path, and building a statement costs more than
-        # running it. Values arrive as bound parameters.
-        self.claim_sql, self.claim_parameters = claim_statement(
-            argument("session_id"), self.windows, dialect
+        # Compiled once a process (a repository is made for every run): the gate is the hot
+        # path, and building a statement costs more than running it.
+        claims = compiled_once(
+            ("claims", self.windows), engine.dialect, lambda: _claims(self.windows, engine)
         )
+        self.claim_sql, self.claim_parameters = claims[0]
         """The claim's SQL text (the gate benchmark sends it raw too) and its parameters."""
-        self.next_claim_sql, self.next_claim_parameters = claim_statement(
-            pick(self.windows.stale_ms), self.windows, dialect
-        )
+        self.next_claim_sql, self.next_claim_parameters = claims[1]
         """The claim of the next's SQL text and parameters (its plan is tested and benchmarked)."""
-        self._crowded_claim = claim_statement(
-            pick(self.windows.stale_ms, CANDIDATES_WHEN_CROWDED), self.windows, dialect
-        )
+        self._crowded_claim = claims[2]
         self._complete_statement = self._mark_statement(
             S.COMPLETED,
             {"job_id": bindparam("job_id"), "total": bindparam("total", type_=Integer)},

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from sqlalchemy import Connection, Engine, func, select, update
@@ -38,6 +38,11 @@ ONLINE_SESSION = "online-session"
 """The row of the online-session service (bulkRegister)."""
 PROBE_MARGIN_S = 5.0
 """A probe holds its right for its call's bound and this much more: a prober that dies frees it."""
+WRITTEN_SINCE_S = 60.0
+"""How much later than this reader's clock another caller may have written a time: a look
+that finds a time past its bound by more than this stores it at its bound (a look finding
+the budget's next slot or a pause a moment past it, each caller's own clock, wrote nothing:
+one extra locked transaction a call cost the budget 10 % of its rate)."""
 SPARE_FOR_S = 1.0
 """A turn whose claim was lost is its caller's next session's for this long after its slot."""
 STATE_COLUMNS = [view.c[f.name] for f in fields(ViewState)]
@@ -192,12 +197,12 @@ class ServiceView:
                 return Look(ViewState(), conn.execute(select(func.now())).scalar_one(), self.budget)
         now = row[-1]
         stored = ViewState(*row[:-1])
-        state = self._bounded(stored, now)
-        if state != stored:
-            # Stored at its bound, so the bound passes: read as "now plus the bound" at every
-            # look, a pause at ``infinity`` held every caller for ever.
+        if self._bounded(stored, now + timedelta(seconds=WRITTEN_SINCE_S)) != stored:
+            # Past its bound even as a later caller sees it (not a time another caller just
+            # wrote on a later clock): stored at its bound, so the bound passes. Read as "now
+            # plus the bound" at every look, a pause at ``infinity`` held every caller for ever.
             self._change("bounding the service's view", lambda state, now: (None, state))
-        return Look(state, now, self.budget)
+        return Look(self._bounded(stored, now), now, self.budget)
 
     def _change(
         self, action: str, decide: Callable[[ViewState, datetime], tuple[T, ViewState]]
