@@ -4,8 +4,10 @@ stack and the Dagster resources (which hand over the values the code location re
 :class:`~jlg_pipeline.config.Settings`). Nothing connects at import; AWS and HTTP clients are
 made only when asked for."""
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
@@ -18,13 +20,22 @@ from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.adapters.sqs_queue import SqsQueue, sqs_client
+from jlg_pipeline.adapters.why_facts import read_facts
 from jlg_pipeline.config import RegistrarKind, Settings
-from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindows
-from jlg_pipeline.domain.errors import ConfigError
+from jlg_pipeline.domain.constants import (
+    ONLINE_SESSION_TIMEOUT_S,
+    WATCHDOG_INTERVAL_S,
+    TimingWindows,
+)
+from jlg_pipeline.domain.errors import ConfigError, SessionNotFound
 from jlg_pipeline.domain.eventbridge_schedule import ScheduleTarget
+from jlg_pipeline.domain.validation import SessionId
+from jlg_pipeline.orchestration.sweep_time import sweep_runs_at
+from jlg_pipeline.services.drain import liveness_s
 from jlg_pipeline.services.program_session import ProgramSessionService
 from jlg_pipeline.services.programme_actions import ProgrammeActions
 from jlg_pipeline.services.schedule_sync import Scheduler, ScheduleSync
+from jlg_pipeline.services.why import Why, explain, why_body, why_lines
 
 
 def build_engine(database_url: str, **pool: Any) -> Engine:
@@ -151,6 +162,59 @@ def service_command(settings: Settings, command: str, by: str) -> list[str]:
         return lines + service_control.shown(snapshot)
     finally:
         engine.dispose()
+
+
+def build_why(
+    engine: Engine,
+    windows: TimingWindows,
+    view: ServiceView,
+    *,
+    call_bound_s: float,
+    scheduler_enabled: bool,
+    sweep_enabled: bool,
+) -> Callable[[SessionId], Why]:
+    """Why a session waits (``services/why.py``), on ``engine``, with the settings the workers
+    and the watchdog run by."""
+
+    def why(session_id: SessionId) -> Why:
+        facts = read_facts(
+            engine,
+            session_id,
+            windows,
+            view,
+            live_within_s=liveness_s(call_bound_s),
+            scheduler_enabled=scheduler_enabled,
+            sweep_at=partial(sweep_runs_at, sweep_enabled=sweep_enabled),
+            watchdog_every_s=WATCHDOG_INTERVAL_S,
+        )
+        if facts is None:
+            raise SessionNotFound(f"program session {session_id} not found")
+        return explain(facts)
+
+    return why
+
+
+def why_for(settings: Settings, engine: Engine) -> Callable[[SessionId], Why]:
+    """:func:`build_why` as ``settings`` configure the deployment (the API, ``jlg why``)."""
+    view = ServiceView(engine, settings.online_session_budget(), settings.online_session_timeout_s)
+    return build_why(
+        engine,
+        settings.windows,
+        view,
+        call_bound_s=settings.online_session_timeout_s,
+        scheduler_enabled=settings.scheduler_enabled,
+        sweep_enabled=settings.fallback_cron_enabled,
+    )
+
+
+def why_command(settings: Settings, session_id: SessionId, as_json: bool) -> list[str]:
+    """``jlg why SESSION_ID [--json]``."""
+    engine = build_engine(settings.database_url)
+    try:
+        answer = why_for(settings, engine)(session_id)
+    finally:
+        engine.dispose()
+    return [json.dumps(why_body(answer), indent=2)] if as_json else why_lines(answer)
 
 
 def resync_schedules(settings: Settings) -> int:

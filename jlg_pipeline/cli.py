@@ -1,5 +1,6 @@
-"""The ``jlg`` command: migrations, the shared view of the online-session service, schedule
-resync and the version; from a checkout also the development stack and tokens."""
+"""The ``jlg`` command: migrations, the shared view of the online-session service, why a
+session waits, schedule resync and the version; from a checkout also the development stack
+and tokens."""
 
 import argparse
 import getpass
@@ -43,6 +44,11 @@ def _operator(args: argparse.Namespace) -> str:
     by = validation.text(getattr(args, "by", None) or getpass.getuser(), "--by", MAX_OPERATOR_CHARS)
     assert by is not None
     return by
+
+
+def _session_id(raw: str) -> validation.SessionId:
+    digits = raw.isascii() and raw.isdigit() and len(raw) <= 19
+    return validation.session_id(int(raw) if digits else raw[:40], "SESSION_ID")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,6 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     resume.add_argument(
         "--by", default=None, help="who is resuming (default: this login's user name)"
     )
+    why = sub.add_parser(
+        "why",
+        help="why a session is not generated yet: every hold with the time it ends, its last "
+        "attempts and what happens to it next",
+    )
+    why.add_argument("session_id", metavar="SESSION_ID")
+    why.add_argument("--json", action="store_true", help="the API's answer, as JSON")
     token = sub.add_parser(
         "token", help="mint an HS256 bearer token from JLG_JWT_SECRET (local use)"
     )
@@ -154,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     bootstrap.service_command(settings, args.service_command, _operator(args))
                 )
             )
+            return 0
+        if args.command == "why":
+            session = _session_id(args.session_id)
+            print("\n".join(bootstrap.why_command(settings, session, args.json)))
             return 0
         if args.command == "schedules":
             marked = bootstrap.resync_schedules(settings.model_copy(update={"database_url": url}))

@@ -78,6 +78,7 @@ def create_app(
         app.state.engine = engine
         app.state.readiness = Readiness(partial(ping, settings.database_url))
         app.state.sessions = sessions
+        app.state.why = bootstrap.why_for(settings, engine)
         app.state.programmes = bootstrap.build_programme_actions(settings, engine, sessions)
         app.state.fast_path = fast_path
         readings: list[Reading[Any]] = [

@@ -134,7 +134,7 @@ ENDPOINTS = (
                 "getLinkGeneration",
                 "Read a session's link-generation time and status",
                 "The session's link-generation state",
-                ref("LinkGenerationResponse"),
+                ref("LinkGenerationReadResponse"),
                 (*ADMIN_ERRORS, 404),
             ),
             Operation(
@@ -159,6 +159,22 @@ ENDPOINTS = (
                 "A session's generation attempts, newest first (at most 50)",
                 "The attempts; [] for a session never attempted",
                 array_of("AttemptResponse"),
+                (*ADMIN_ERRORS, 404),
+            ),
+        ),
+        admin=True,
+    ),
+    Endpoint(
+        f"{SESSION}/why",
+        routes.link_generation_why,
+        (
+            Operation(
+                "GET",
+                "getLinkGenerationWhy",
+                "Why a session is not generated yet: whether it waits now, every hold with the "
+                "time it ends, its last attempts and what happens to it next",
+                "The answer, from the queue's own predicates",
+                ref("WhyResponse"),
                 (*ADMIN_ERRORS, 404),
             ),
         ),

@@ -14,12 +14,14 @@ from web.schemas import (
     AttemptResponse,
     ChangeResponse,
     ErrorEnvelope,
+    LinkGenerationReadResponse,
     LinkGenerationResponse,
     OperationRecordResponse,
     OperationResponse,
     ProgrammeActionDto,
     SessionPage,
     SetLinkGenerationDto,
+    WhyResponse,
 )
 
 
@@ -143,8 +145,10 @@ def build_openapi() -> dict[str, Any]:
                 **_schemas(
                     SetLinkGenerationDto,
                     LinkGenerationResponse,
+                    LinkGenerationReadResponse,
                     AttemptResponse,
                     ChangeResponse,
+                    WhyResponse,
                     SessionPage,
                     ProgrammeActionDto,
                     OperationResponse,

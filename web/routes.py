@@ -21,11 +21,13 @@ from web.parsing import (
 from web.schemas import (
     AttemptResponse,
     ChangeResponse,
+    LinkGenerationReadResponse,
     LinkGenerationResponse,
     OperationRecordResponse,
     OperationResponse,
     SessionListItem,
     SessionPage,
+    WhyResponse,
     body,
 )
 
@@ -43,6 +45,13 @@ async def link_generation_attempts(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
     records = await run_in_threadpool(request.app.state.sessions.attempts, session_id)
     return success([body(AttemptResponse.of(r)) for r in records])
+
+
+@admin_only
+async def link_generation_why(request: Request) -> Response:
+    session_id = parse_session_id(request.path_params["id"])
+    answer = await run_in_threadpool(request.app.state.why, session_id)
+    return success(body(WhyResponse.of(answer)))
 
 
 @admin_only
@@ -65,7 +74,7 @@ async def list_link_generation(request: Request) -> Response:
 async def get_link_generation(request: Request) -> Response:
     session_id = parse_session_id(request.path_params["id"])
     state = await run_in_threadpool(request.app.state.sessions.get_link_generation, session_id)
-    return success(body(LinkGenerationResponse.of(state)))
+    return success(body(LinkGenerationReadResponse.of(state)))
 
 
 async def set_link_generation(request: Request) -> Response:

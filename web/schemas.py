@@ -28,6 +28,7 @@ from jlg_pipeline.domain.programme_actions import (
 )
 from jlg_pipeline.domain.session_state import IntentChange, LinkGenerationState
 from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.services.why import HoldKind, Why, why_body
 from web.envelope import utc_z
 
 RFC3339Text = Annotated[StrictStr, WithJsonSchema({"type": "string", "format": "date-time"})]
@@ -85,6 +86,27 @@ class LinkGenerationResponse(ShowsTimes):
             id=state.id,
             linkGenerationStatus=state.status,
             **cls.times(linkGenerationAt=state.link_generation_at),
+        )
+
+
+class LinkGenerationReadResponse(LinkGenerationResponse):
+    """The GET's answer: the PATCH's, and when the queue retries a FAILED session."""
+
+    retryAt: str | None = Field(
+        description="FAILED and retryable: when the queue takes it again (UTC, ending in Z); "
+        "null otherwise (GET .../why says what holds it)"
+    )
+
+    @classmethod
+    def of(cls, state: LinkGenerationState) -> "LinkGenerationReadResponse":
+        failed = state.status is LinkGenerationStatus.FAILED
+        return cls(
+            id=state.id,
+            linkGenerationStatus=state.status,
+            **cls.times(
+                linkGenerationAt=state.link_generation_at,
+                retryAt=state.retry_at if failed else None,
+            ),
         )
 
 
@@ -230,6 +252,46 @@ class AttemptResponse(BaseModel):
             error=record.error,
             lagMs=round(record.lag.total_seconds() * 1000),
         )
+
+
+class WhyHold(BaseModel):
+    hold: str = Field(description="What holds it: " + ", ".join(k.value for k in HoldKind))
+    until: str | None = Field(description="When it ends (UTC); null: a person ends it")
+    byPerson: bool = Field(description="Only a person ends it")
+    endsLast: bool = Field(description="Of two or more holds, the one that ends last")
+    detail: str
+
+
+class WhyAttempt(BaseModel):
+    attempt: int
+    trigger: str
+    runId: str | None
+    outcome: AttemptOutcome
+    error: str | None
+    claimedAt: str | None
+    lagMs: int
+
+
+class WhyResponse(BaseModel):
+    """Why a session is not generated yet (``jlg why`` prints the same answer)."""
+
+    id: int
+    linkGenerationStatus: LinkGenerationStatus
+    linkGenerationAt: str | None = Field(description="null when not set or out of range")
+    attempt: int
+    now: str = Field(description="The database clock the queue decides by")
+    waitsNow: bool = Field(description="A worker's claim may take it now (the queue's predicate)")
+    claimableAt: str | None = Field(
+        description="When the queue may take it; null: not without a person's write"
+    )
+    holds: list[WhyHold]
+    next: str = Field(description="The next thing that happens to it, in one line")
+    nextAt: str | None = Field(description="When; null: nothing until a person acts")
+    attempts: list[WhyAttempt] = Field(description="Its last attempts, newest first")
+
+    @classmethod
+    def of(cls, why: Why) -> "WhyResponse":
+        return cls.model_validate(why_body(why))
 
 
 class ChangeResponse(ShowsTimes):

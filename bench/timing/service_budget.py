@@ -67,9 +67,9 @@ from devstack.online_session import Answer, OnlineSessionService, online_session
 from devstack.system import Children, start_daemon, system_env
 from jlg_pipeline.adapters.database import create_engine
 from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.domain.constants import WATCHDOG_INTERVAL_S
 from jlg_pipeline.domain.messages import build_message
 from jlg_pipeline.domain.service_view import Health
-from jlg_pipeline.orchestration.watchdog import WATCHDOG_INTERVAL_S
 from testkit.factories import add_registrations, arm_cohort
 
 CASES = (

@@ -43,6 +43,7 @@ from jlg_pipeline.adapters.database import (
 from jlg_pipeline.adapters.metric_counts import count_set_aside
 from jlg_pipeline.adapters.pick import bring_forward, catch_up
 from jlg_pipeline.adapters.session_statements import (
+    claim_time,
     ms,
     readable,
     stale,
@@ -56,6 +57,7 @@ from jlg_pipeline.domain.attempts import AttemptOutcome
 from jlg_pipeline.domain.constants import TimingWindows
 from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.log import describe, log_event
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,9 @@ class Attendance:
     event is late or lost), FAILED with its retry due, or IN_PROGRESS gone stale."""
     live_workers: int
     """Runs draining the queue that said so within the liveness window."""
+    oldest: SessionId | None = None
+    """The waiting session whose claim time came first (``services/why.py`` says what holds
+    it, in the watchdog's skip reason)."""
 
 
 class SessionQueue:
@@ -118,7 +123,8 @@ class SessionQueue:
             for sql in tidy:
                 conn.exec_driver_sql(sql)
             row = conn.exec_driver_sql(ask, {"live_within_s": live_within_s}).one()
-        return Attendance(unattended=bool(row[0]), live_workers=int(row[1]))
+        oldest = None if row[2] is None else SessionId(row[2])
+        return Attendance(unattended=bool(row[0]), live_workers=int(row[1]), oldest=oldest)
 
     def record(self, requests: Sequence[BulkRegisterRequest]) -> None:
         """Keep each request's options for its session's current cycle (a session with no
@@ -231,12 +237,16 @@ def _attendance(windows: TimingWindows) -> list[Any]:
     )
     within = func.make_interval(0, 0, 0, 0, 0, 0, argument("live_within_s", "FLOAT8"))
     live = select(func.count()).where(worker.c.beat_at > func.now() - within).scalar_subquery()
+    waits = waiting_rows(
+        windows.stale_ms, ps.c.id, claim_time(windows.stale_ms).label("claim_at")
+    ).subquery()
+    oldest = select(waits.c.id).order_by(waits.c.claim_at, waits.c.id).limit(1).scalar_subquery()
     return [
         delete(worker).where(
             worker.c.beat_at < func.now() - ms(round(WORKER_RECORD_KEPT_S * 1000))
         ),
         update(worker).where(worker.c.beat_at > func.now()).values(beat_at=func.now()),
-        select(exists(late), live),
+        select(exists(late), live, oldest),
     ]
 
 

@@ -166,6 +166,7 @@ def state_columns(windows: TimingWindows) -> list[ColumnElement[Any]]:
         ps.c.deleted_at.is_not(None).label("deleted"),
         stale(windows.stale_ms).label("stale"),
         due(windows).label("due"),
+        ps.c.link_generation_retry_at,
     ]
 
 
@@ -182,6 +183,7 @@ def to_state(row: Row[Any], prefix: str = "") -> LinkGenerationState:
         deleted=bool(values[f"{prefix}deleted"]),
         stale=bool(values[f"{prefix}stale"]),
         due=bool(values[f"{prefix}due"]),
+        retry_at=values[f"{prefix}link_generation_retry_at"],
     )
 
 

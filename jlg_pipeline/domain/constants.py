@@ -47,6 +47,9 @@ READABLE_UNTIL = datetime(9999, 12, 31, tzinfo=UTC)
 host's own write, an older release's shift) is read as these bounds and shown as out of range
 (``adapters/readable_time.py`` ``ReadableTime``)."""
 WATCHDOG_GRACE_MS = 75 * 1000
+WATCHDOG_INTERVAL_S = 5
+"""How often the watchdog ticks (``orchestration/watchdog.py``); also how often a probe can go
+out while the service is down, and how soon after it heals the sessions it held are taken."""
 ON_TIME_MS = 2 * 60 * 1000
 """A waiting session is on time while it has been due for at most this long, recovery after
 (docs/design.md "One queue"): the TRD's two minutes from a session's time to its links."""

@@ -27,6 +27,8 @@ class LinkGenerationState:
     """True when the status is IN_PROGRESS and older than the stale window (database clock)."""
     due: bool
     """True when ``link_generation_at`` is set and within the due tolerance (database clock)."""
+    retry_at: datetime | None = None
+    """FAILED and retryable: when the queue takes it again (``link_generation_retry_at``)."""
 
     def settled(self) -> str | None:
         """Why no caller can claim this session now, whoever asks, in words an operator can

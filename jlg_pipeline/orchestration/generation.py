@@ -57,7 +57,7 @@ from jlg_pipeline.orchestration.tags import (
     TRIGGER_TAG,
     run_tags,
 )
-from jlg_pipeline.services.after_failure import By, after_failure
+from jlg_pipeline.services.after_failure import By, after_failure, why_hint
 from jlg_pipeline.services.batch import generate_each, generate_retrying_unrecorded
 from jlg_pipeline.services.drain import Drain
 from jlg_pipeline.services.generation import bind_gate
@@ -149,7 +149,7 @@ def _own_story(
     # The message is the whole story (from None: our own traceback tells an operator nothing,
     # and the error's text is already in it).
     raise Failure(
-        f"{last} ({step.text})",
+        f"{last} ({step.text}); {why_hint(last.session_id)}",
         metadata={
             "session_id": last.session_id,
             "attempt": last.attempt,

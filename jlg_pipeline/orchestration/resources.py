@@ -26,6 +26,8 @@ from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindow
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.domain.schedule_sync import SyncReport
 from jlg_pipeline.domain.service_view import Budget
+from jlg_pipeline.domain.validation import SessionId
+from jlg_pipeline.services.why import Why
 
 NO_CONFIG: dict[str, object] = {}
 """Every resource's config schema: nothing may be set from run config."""
@@ -62,6 +64,17 @@ class RunDatabase:
     def view(self) -> ServiceView:
         """The online-session service as every caller sees it."""
         return ServiceView(self.engine, self.budget, self.call_bound_s)
+
+    def why(self, session_id: SessionId) -> Why:
+        """Why ``session_id`` waits (``services/why.py``)."""
+        return bootstrap.build_why(
+            self.engine,
+            self.windows,
+            self.view(),
+            call_bound_s=self.call_bound_s,
+            scheduler_enabled=self.scheduler_enabled,
+            sweep_enabled=self.sweep_enabled,
+        )(session_id)
 
 
 def database_resource(settings: Settings) -> ResourceDefinition:

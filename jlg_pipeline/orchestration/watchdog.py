@@ -33,28 +33,21 @@ from dagster import (
     sensor,
 )
 
-from jlg_pipeline.adapters.service_view import PROBE_MARGIN_S
 from jlg_pipeline.domain.attempts import Trigger
-from jlg_pipeline.domain.errors import DatabaseUnavailable
+from jlg_pipeline.domain.constants import WATCHDOG_INTERVAL_S
+from jlg_pipeline.domain.errors import DatabaseUnavailable, SessionNotFound
 from jlg_pipeline.domain.lanes import Lane
 from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
+from jlg_pipeline.domain.validation import SessionId
 from jlg_pipeline.orchestration.generation_runs import shared_run_request
 from jlg_pipeline.orchestration.resources import RunDatabase
 from jlg_pipeline.orchestration.sensor_ticks import minimum_interval
-from jlg_pipeline.services.drain import HEARTBEAT_S
+from jlg_pipeline.services.drain import liveness_s
+from jlg_pipeline.services.why import one_line
 
-WATCHDOG_INTERVAL_S = 5
-"""Also how often a probe can go out while the service is down, and how soon after it heals
-the sessions it held are taken."""
 WORKER_LAUNCH_EVERY_S = 30
 """A worker the watchdog launched has this long to start and beat before another is launched
 (Dagster drops a second request under the same run key): a run starts in seconds."""
-
-
-def liveness_s(database: RunDatabase) -> float:
-    """How long a live worker may go without a beat: every caller of it inside one call at its
-    bound, after waiting for its turn."""
-    return database.call_bound_s + PROBE_MARGIN_S + MAX_SLOT_WAIT_S + HEARTBEAT_S
 
 
 def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
@@ -85,12 +78,13 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
             queue.refresh()
         except DatabaseUnavailable as exc:
             context.log.warning(f"the programmes' turns not refreshed: {exc}")
-        attendance = queue.attendance(liveness_s(database))
+        attendance = queue.attendance(liveness_s(database.call_bound_s))
+        oldest = _oldest(context, database, attendance.oldest)
         if not attendance.unattended:
-            return SkipReason("no due session waits unattended")
+            return SkipReason(f"no due session waits unattended{oldest}")
         if attendance.live_workers:
             return SkipReason(
-                f"sessions wait; {attendance.live_workers} live worker(s) drain the queue"
+                f"sessions wait; {attendance.live_workers} live worker(s) drain the queue{oldest}"
             )
         slot = int(time.time() // WORKER_LAUNCH_EVERY_S)
         context.log.info("due sessions wait unattended and no worker is alive: launching one")
@@ -101,3 +95,16 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
         )
 
     return join_link_watchdog_sensor
+
+
+def _oldest(
+    context: SensorEvaluationContext, database: RunDatabase, session_id: SessionId | None
+) -> str:
+    """The oldest waiting session and what holds it, for the skip reason ("" if none waits)."""
+    if session_id is None:
+        return ""
+    try:
+        return f"; the oldest waiting, {one_line(database.why(session_id))}"
+    except (DatabaseUnavailable, SessionNotFound) as exc:
+        context.log.warning(f"why session {session_id} waits, not read: {exc}")
+        return f"; the oldest waiting: session {session_id}"

@@ -56,12 +56,14 @@ def after_failure(
     error: GenerationFailed, now: datetime, sweep_at: datetime | None
 ) -> AfterFailure:
     """``sweep_at``: the next sweep's start (UTC), None when the sweep is off."""
-    return _step(error.retryable, error.retry_in_s, now, sweep_at)
+    return after_failure_of(error.retryable, error.retry_in_s, now, sweep_at)
 
 
-def _step(
+def after_failure_of(
     retryable: bool, retry_in_s: float | None, now: datetime, sweep_at: datetime | None
 ) -> AfterFailure:
+    """What happens next to a failure that is ``retryable`` (the queue retries it in
+    ``retry_in_s``): the run's messages and ``services/why.py`` both say it so."""
     by = who_tries_again(retryable, retry_in_s, sweep_on=sweep_at is not None)
     if by is By.QUEUE:
         assert retry_in_s is not None
@@ -150,7 +152,9 @@ def run_headline(
     named = ", ".join(map(str, ids[:NAMED]))
     if len(ids) > NAMED:
         named += f" and {len(ids) - NAMED} more"
-    steps = [_ended(_step(bool(r.retryable), r.retry_in_s, now, sweep_at)) for r in failed]
+    steps = [
+        _ended(after_failure_of(bool(r.retryable), r.retry_in_s, now, sweep_at)) for r in failed
+    ]
     timed = [step for step in steps if step.at is not None]
     first = min(timed, key=lambda step: step.at or now) if timed else steps[0]
     if first.by is By.PERSON:
@@ -163,6 +167,14 @@ def run_headline(
         by = "from the queue" if first.by is By.QUEUE else f"by the {first.by}"
         when = f"the first is tried again {by} at {clock} UTC"
     return Headline(
-        f"{len(ids)} session(s) failed ({named}); {when}: {after_failures(failed, sweep_at)}",
+        f"{len(ids)} session(s) failed ({named}); {when}: {after_failures(failed, sweep_at)}; "
+        f"{why_hint(ids[0])}",
         first.tag,
     )
+
+
+def why_hint(session_id: int) -> str:
+    """Where a failed run's first line sends a person for the whole answer (``services/why.py``),
+    which outlives the run: what holds the session now, and what happens to it next."""
+    path = f"/program-session/{session_id}/link-generation/why"
+    return f"why it waits now: jlg why {session_id} (GET {path})"

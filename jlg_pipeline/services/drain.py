@@ -8,9 +8,11 @@ import time
 from collections.abc import Callable
 
 from jlg_pipeline.adapters.registrars import BulkRegistrar
+from jlg_pipeline.adapters.service_view import PROBE_MARGIN_S
 from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.errors import GenerationFailed, RetryableGenerationFailed
 from jlg_pipeline.domain.generation import BulkRegisterRequest, GenerationOutcome
+from jlg_pipeline.domain.service_view import MAX_SLOT_WAIT_S
 from jlg_pipeline.log import describe, log_event
 from jlg_pipeline.services.gate_ports import ServiceTurns, SessionClaims
 from jlg_pipeline.services.generation import generate_next
@@ -23,6 +25,12 @@ DRAIN_FOR_S = 30 * 60.0
 three-hour bound: ``dagster/max_runtime`` never ends it mid-call)."""
 HEARTBEAT_S = 5.0
 """How often a draining run says it is alive (``SessionQueue.beat``), at most."""
+
+
+def liveness_s(call_bound_s: float) -> float:
+    """How long a live worker may go without a beat: every caller of it inside one call at its
+    bound (``call_bound_s``), after waiting for its turn."""
+    return call_bound_s + PROBE_MARGIN_S + MAX_SLOT_WAIT_S + HEARTBEAT_S
 
 
 class Drain:

@@ -258,6 +258,32 @@ def test_the_watchdog_leaves_the_queue_to_a_live_worker_and_not_to_a_dead_one(
     assert [s for s in ids if session_row(engine, s)["link_generation_status"] == "SCHEDULED"]
 
 
+def test_the_skip_reason_names_the_oldest_waiting_session_and_its_hold(
+    engine: Engine, db_url: str
+) -> None:
+    """An operator reading the watchdog's ticks in the UI sees which session waits longest and
+    what holds it (``services/why.py``), in one line: here its programme's turn, behind two
+    programmes served less recently, while a live worker drains them."""
+    repository = ProgramSessionRepository(engine)
+    ids, _ = arm_cohort(engine, 1, lead_s=-40)
+    SessionQueue(engine).refresh()
+    assert (claim := repository.claim_next(Trigger.WATCHDOG, "run-w")) is not None
+    assert claim.session_id == ids[0]
+    later = [create_session(engine, program_id=p) for p in (1, 2, 3)]
+    for seconds, sid in zip((-30, -20, -10), later, strict=True):
+        force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=seconds))
+    SessionQueue(engine).beat("run-alive")
+    instance = DagsterInstance.ephemeral()
+
+    skipped = _sensor_tick(WATCHDOG, instance, db_url, grace_ms=10_000)
+
+    assert isinstance(skipped, SkipReason)
+    assert f"the oldest waiting, session {later[0]} (SCHEDULED): held by programme turn" in str(
+        skipped.skip_message
+    ), skipped.skip_message
+    assert "next: the queue now, after the 2 programme(s) ahead" in str(skipped.skip_message)
+
+
 @pytest.mark.parametrize("waiting", ["failed", "stale"])
 def test_a_retry_due_or_a_stale_claim_is_unattended_at_once(
     engine: Engine, db_url: str, waiting: str

@@ -89,12 +89,14 @@ def test_an_ended_run_never_says_it_tries_again_itself() -> None:
     headline = run_headline([unrecorded], NOW, SWEEP)
     assert headline.text == (
         "1 session(s) failed (5); the first waits in the queue again when this run's claim "
-        "goes stale: retryable [5]: a worker takes them from the queue again after their wait"
+        "goes stale: retryable [5]: a worker takes them from the queue again after their wait; "
+        "why it waits now: jlg why 5 (GET /program-session/5/link-generation/why)"
     )
     assert headline.tag == "queue"
     both = run_headline([unrecorded, refused], NOW, None)
     assert both.tag == "queue"
     assert both.text.endswith(
         "retryable [5]: a worker takes them from the queue again after their wait; "
-        "not retryable [6]: nothing tries them again (the sweep is off); fix the cause first"
+        "not retryable [6]: nothing tries them again (the sweep is off); fix the cause first; "
+        "why it waits now: jlg why 5 (GET /program-session/5/link-generation/why)"
     )

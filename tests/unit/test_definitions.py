@@ -18,10 +18,10 @@ from dagster import build_resources as dagster_build_resources
 
 from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S, Settings
 from jlg_pipeline.definitions import build_definitions
+from jlg_pipeline.domain.constants import WATCHDOG_INTERVAL_S
 from jlg_pipeline.domain.errors import ConfigError
 from jlg_pipeline.orchestration.resources import build_resources
 from jlg_pipeline.orchestration.schedule_sync import SYNC_SENSOR_INTERVAL_S
-from jlg_pipeline.orchestration.watchdog import WATCHDOG_INTERVAL_S
 
 LOCAL = {"JLG_DATABASE_URL": "postgresql://x@127.0.0.1:1/x"}
 HTTP = {

@@ -13,13 +13,13 @@ from jlg_pipeline.adapters.sqs_queue import DEFAULT_VISIBILITY_TIMEOUT_S
 from jlg_pipeline.config import DEFAULT_SQS_SENSOR_INTERVAL_S
 from jlg_pipeline.domain import constants, schedule_sync
 from jlg_pipeline.domain import retries as session_retries
+from jlg_pipeline.domain.constants import WATCHDOG_INTERVAL_S
 from jlg_pipeline.orchestration.schedule_sync import SYNC_SENSOR_INTERVAL_S
 from jlg_pipeline.orchestration.tags import (
     GENERATION_MAX_RUNTIME_S,
     LONG_MAX_RUNTIME_S,
     SYNC_MAX_RUNTIME_S,
 )
-from jlg_pipeline.orchestration.watchdog import WATCHDOG_INTERVAL_S
 from tests.support import ROOT
 from web.app import POOL_TIMEOUT_S
 from web.metrics import REFRESH_S

@@ -100,9 +100,10 @@ def test_a_session_id_is_parsed_where_it_enters_and_trusted_inside() -> None:
     """``validation.session_id`` (the one rule) turns a value into a ``SessionId`` where it
     enters: the HTTP path, the request a message, run config or a stored row becomes
     (``BulkRegisterRequest.parse``), a sensor cursor the watchdog reads (it can be typed into
-    the UI). The stores take that type and check nothing again."""
+    the UI), ``jlg why``'s argument. The stores take that type and check nothing again."""
     edges = (
         "web/parsing.py",
+        "jlg_pipeline/cli.py",
         "jlg_pipeline/domain/generation.py",
         "jlg_pipeline/orchestration/watchdog.py",
     )
