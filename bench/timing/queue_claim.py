@@ -6,29 +6,41 @@ refresh before "Nothing stops the queue" left them. The claim of the next waitin
 (``claim_next``) against the claim of a named one (``claim``, the gate's asked path), each its
 own transaction as the gate runs it; the first claim of the next (it moves every programme
 with nothing to claim on) apart; the watchdog's per-tick reads (the refresh, the attendance);
-and the next claim's ``EXPLAIN ANALYZE`` (rolled back).
+and the next claim's ``EXPLAIN ANALYZE`` (rolled back). Then "why is it waiting?"
+(``jlg why``: ``services/why.py``) of a waiting session, one failed for good and one in its
+backoff, each asked 50 times while the 10,000 wait, with its facts statement's ``EXPLAIN
+ANALYZE``.
 
     .venv/bin/python -m bench.timing.queue_claim [--rows 10000000] [--waiting 10000]
         [--on-time 1000] [--programmes 5000] [--stuck-programmes 5000] [--claims 500] [--strict]
 
-Target (the issue's): one claim of the next ≤ 5 ms at the median.
+Targets (the issues'): one claim of the next ≤ 5 ms at the median; one why ≤ 20 ms.
 """
 
 import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 from sqlalchemy import Engine, text
 
 from bench.common import Targets, bench_database, machine, strict_option, table
+from jlg_pipeline import bootstrap
 from jlg_pipeline.adapters.database import Bounds, create_engine
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
+from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.adapters.why_facts import facts_statement
 from jlg_pipeline.domain.attempts import Trigger
+from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S, TimingWindows
+from jlg_pipeline.domain.validation import SessionId
+from jlg_pipeline.services.drain import liveness_s
 from testkit.factories import populate
 
 TARGET_MS = 5.0
+WHY_TARGET_MS = 20.0
+WHY_ASKED = 50
 
 
 LIVE_FROM = 1_000_000
@@ -109,6 +121,44 @@ def explain_next(engine: Engine, repository: ProgramSessionRepository) -> str:
     return lines
 
 
+def asked_why(engine: Engine) -> tuple[list[tuple[str, list[float]]], str]:
+    """Why each kind of session waits, timed as ``jlg why`` asks (the facts, the attempts, the
+    service's view), and the facts statement's plan for the waiting one."""
+    why = bootstrap.build_why(
+        engine,
+        TimingWindows(),
+        ServiceView(engine),
+        call_bound_s=ONLINE_SESSION_TIMEOUT_S,
+        scheduler_enabled=True,
+        sweep_enabled=True,
+    )
+    kinds = {
+        "waiting": "link_generation_status = 'SCHEDULED' AND link_generation_at <= now()",
+        "failed for good": "link_generation_status = 'FAILED'"
+        " AND link_generation_retry_at IS NULL AND link_generation_at IS NOT NULL",
+        "in its backoff": "link_generation_status = 'FAILED' AND link_generation_retry_at > now()",
+    }
+    timed = []
+    with engine.connect() as conn:
+        ids = {
+            kind: SessionId(
+                conn.execute(
+                    text(f"SELECT id FROM hdb_program_session WHERE {where} LIMIT 1")
+                ).scalar_one()
+            )
+            for kind, where in kinds.items()
+        }
+    for kind, sid in ids.items():
+        timed.append((kind, timed_ms(partial(why, sid), WHY_ASKED)))
+    statement = facts_statement(
+        ids["waiting"], TimingWindows(), liveness_s(ONLINE_SESSION_TIMEOUT_S)
+    )
+    sql = str(statement.compile(engine, compile_kwargs={"literal_binds": True}))
+    with engine.connect() as conn:
+        plan = "\n".join(conn.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS) {sql}").scalars())
+    return timed, plan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -132,6 +182,7 @@ def main() -> None:
         repository = ProgramSessionRepository(engine)
         queue = SessionQueue(engine)
         refresh = timed_ms(queue.refresh, 5)
+        whys, why_plan = asked_why(engine)
         attendance = timed_ms(lambda: queue.attendance(60.0), 20)
         # The first claim moves every programme with nothing to claim on (64 a look); then
         # the turns' statistics are what autovacuum keeps after such a change.
@@ -215,7 +266,23 @@ def main() -> None:
     )
     print(
         f"\nProgrammes with nothing to claim still in the pick after {args.claims} claims:"
-        f" {still_picked:,} of {args.stuck_programmes:,}"
+        f" {still_picked:,} of {args.stuck_programmes:,}\n"
+    )
+    print("Why is it waiting: the facts statement's plan (a waiting session):\n")
+    print(why_plan + "\n")
+    table(
+        f"jlg why, asked {WHY_ASKED} times of each kind while {args.waiting:,} wait (the facts, "
+        f"the last attempts, the service's view). Target: ≤ {WHY_TARGET_MS:g} ms",
+        [
+            (
+                kind,
+                f"{statistics.median(spent):.2f}",
+                f"{statistics.quantiles(spent, n=20)[-1]:.2f}",
+                targets.at_most(f"why, {kind} (ms)", statistics.median(spent), WHY_TARGET_MS),
+            )
+            for kind, spent in whys
+        ],
+        ("session", "median ms", "p95 ms", ""),
     )
     targets.finish(args.strict)
 

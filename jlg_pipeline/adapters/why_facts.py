@@ -44,18 +44,9 @@ NOT_SERVED = -1
 """Where a programme never served sorts in the pick (``served NULLS FIRST``)."""
 
 
-def read_facts(
-    engine: Engine,
-    session_id: SessionId,
-    windows: TimingWindows,
-    view: ServiceView,
-    *,
-    live_within_s: float,
-    scheduler_enabled: bool,
-    sweep_at: Callable[[datetime], datetime | None],
-    watchdog_every_s: float,
-) -> Facts | None:
-    """The facts of ``session_id``; None when no such row exists."""
+def facts_statement(session_id: SessionId, windows: TimingWindows, live_within_s: float) -> Any:
+    """The session's row, its claim time and predicates, its programme's place in the pick and
+    the live workers, in one statement."""
     stale_ms = windows.stale_ms
     mine = programme_turn.alias("mine")
     others = programme_turn.alias("others")
@@ -91,7 +82,22 @@ def read_facts(
         ahead.label("ahead"),
         live.label("live"),
     ]
-    statement = select(*columns).where(ps.c.id == session_id)
+    return select(*columns).where(ps.c.id == session_id)
+
+
+def read_facts(
+    engine: Engine,
+    session_id: SessionId,
+    windows: TimingWindows,
+    view: ServiceView,
+    *,
+    live_within_s: float,
+    scheduler_enabled: bool,
+    sweep_at: Callable[[datetime], datetime | None],
+    watchdog_every_s: float,
+) -> Facts | None:
+    """The facts of ``session_id``; None when no such row exists."""
+    statement = facts_statement(session_id, windows, live_within_s)
     with translate_errors("reading why a session waits"), engine.connect() as conn:
         row = conn.execute(statement).first()
     if row is None:
