@@ -5,9 +5,15 @@ import logging
 import re
 from typing import Any
 
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""C0, DEL, C1 and Unicode's line and paragraph separators: a field holding one could end the
-line, forge another event or drive the reader's terminal."""
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+"""C0, DEL, C1, Unicode's line and paragraph separators and its bidi controls: a field holding
+one could end the line, forge another event, drive the reader's terminal or reorder what it
+shows (a U+202E makes the rest of a line read backwards)."""
+_QUOTED = re.compile(r'[ "=]')
+"""A value holding one of these is quoted: it could otherwise read as the end of its field and
+the start of another (``x message_id=7``)."""
 
 
 def escaped(text: str) -> str:
@@ -21,6 +27,16 @@ def _escape(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape").decode("ascii")
 
 
+def field_value(value: object) -> str:
+    """One field's value as a line shows it: escaped, and quoted (``"…"``, its quotes as
+    ``\\"``) when it holds a space, a quote or an ``=``, or nothing at all, so no value reads
+    as another field."""
+    text = escaped(str(value))
+    if text and not _QUOTED.search(text):
+        return text
+    return '"' + text.replace('"', '\\"') + '"'
+
+
 def log_event(
     logger: logging.Logger,
     level: int,
@@ -30,7 +46,7 @@ def log_event(
     **fields: Any,
 ) -> None:
     text = " ".join(
-        f"{key}={escaped(str(value))}" for key, value in fields.items() if value is not None
+        f"{key}={field_value(value)}" for key, value in fields.items() if value is not None
     )
     logger.log(
         level,

@@ -95,10 +95,11 @@ class ServiceView:
         self._name = name
         self._spare = threading.local()
 
-    def peek(self) -> Turn:
-        """The turn a caller would be given now, taken by no one (``jlg why``)."""
+    def peek(self) -> tuple[Turn, ViewState]:
+        """The turn a caller would be given now, taken by no one, and the row it was decided
+        on (``jlg why``)."""
         look = self.look()
-        return take_turn(look.state, self.budget, look.now, self._probe_hold_s)[0]
+        return take_turn(look.state, self.budget, look.now, self._probe_hold_s)[0], look.state
 
     def take_turn(self) -> Turn:
         """What this caller may do now (domain/service_view.py ``take_turn``), taken. A turn

@@ -103,6 +103,7 @@ def read_facts(
     if row is None:
         return None
     now: datetime = row.now
+    turn, state = view.peek()
     return Facts(
         now=now,
         session=to_state(row),
@@ -111,7 +112,8 @@ def read_facts(
         claim_at=row.claim_at,
         lease_ends_at=row.lease_ends_at,
         attempts=tuple(read_attempts(engine, session_id, ATTEMPTS_SHOWN)),
-        service=view.peek(),
+        service=turn,
+        service_state=state,
         programmes_ahead=int(row.ahead),
         live_workers=int(row.live),
         scheduler_enabled=scheduler_enabled,

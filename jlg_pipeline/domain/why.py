@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jlg_pipeline.domain.attempts import AttemptRecord
-from jlg_pipeline.domain.service_view import Turn
+from jlg_pipeline.domain.service_view import Turn, ViewState
 from jlg_pipeline.domain.session_state import LinkGenerationState
 
 ATTEMPTS_SHOWN = 5
@@ -32,6 +32,8 @@ class Facts:
     """Its last attempts, newest first."""
     service: Turn
     """What a caller of the online-session service would be given now (domain ``take_turn``)."""
+    service_state: ViewState
+    """The service's shared view that turn was decided on."""
     programmes_ahead: int
     """Programmes whose turn has come that the pick serves before this session's."""
     live_workers: int

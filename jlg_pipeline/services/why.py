@@ -178,7 +178,7 @@ def _shared_holds(facts: Facts) -> list[Held]:
     # A WAIT names its hold; a call whose slot of the budget lies ahead waits for that slot.
     hold = turn.hold if turn.verdict is Verdict.WAIT else Hold.BUDGET if turn.wait_s > 0 else None
     if hold is not None:
-        holds.append(Held(SERVICE_HOLDS[hold], turn.at, hold.value))
+        holds.append(Held(SERVICE_HOLDS[hold], turn.at, _service(facts, hold)))
     if facts.waits_now and facts.programmes_ahead:
         holds.append(
             Held(
@@ -198,6 +198,18 @@ def _shared_holds(facts: Facts) -> list[Held]:
             )
         )
     return holds
+
+
+def _service(facts: Facts, hold: Hold) -> str:
+    """What the service's shared view holds every caller by (``jlg service show`` shows it)."""
+    state, at = facts.service_state, _at(facts.service.at)
+    if hold is Hold.PAUSE and state.paused_until is not None:
+        return f"{hold.value} (its Retry-After) until {_at(state.paused_until)}"
+    if hold is Hold.DOWN and state.down_since is not None:
+        return f"{hold.value}: down since {_at(state.down_since)}, the next probe at {at}"
+    if hold is Hold.BUDGET:
+        return f"{hold.value} at {at} (JLG_ONLINE_SESSION_RATE)"
+    return f"{hold.value}, until {at}"
 
 
 def _watchdog_at(facts: Facts) -> datetime:

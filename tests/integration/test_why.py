@@ -184,6 +184,25 @@ def test_a_pause_is_named_with_its_end_and_the_session_waits_for_it(
     _truthful(engine, sid, why)
 
 
+def test_the_breaker_names_when_it_opened_and_its_next_probe(db_url: str, engine: Engine) -> None:
+    sid = _due(engine)
+    _set_view(
+        engine,
+        down_since="now() - interval '1 minute'",
+        failures="5",
+        probe_until=f"now() + interval '{HOLD_S} seconds'",
+    )
+    _alive(engine)
+
+    why = _ask(db_url, engine, sid)
+
+    assert _kinds(why) == [H.SERVICE_DOWN]
+    view = _view(engine)
+    assert why.next_at == view["probe_until"]
+    assert f"down since {view['down_since'].isoformat(timespec='seconds')}" in why.holds[0].detail
+    _truthful(engine, sid, why)
+
+
 def _view(engine: Engine) -> dict[str, Any]:
     with engine.connect() as conn:
         return dict(conn.execute(text("SELECT * FROM jlg_service_view")).one()._mapping)

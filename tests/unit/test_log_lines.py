@@ -3,6 +3,7 @@ boundaries"): the audit forged a ``generation.completed`` line with an SQS body 
 newline and an ESC."""
 
 import logging
+import re
 
 import pytest
 from hypothesis import given
@@ -54,3 +55,61 @@ def test_the_access_log_escapes_a_forwarded_address_and_path(
     assert "\r" not in line
     assert "\x1b" not in line
     assert line.endswith(" 200")
+
+
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""The controls that reorder what a reader's terminal shows (Trojan Source)."""
+FIELD = re.compile(r' ([a-z_][a-z0-9_]*)=("(?:[^"\\]|\\.)*"|[^ "]+)')
+ESCAPE = re.compile(r"\\(\\|\"|n|r|t|x[0-9a-f]{2}|u[0-9a-f]{4})")
+
+
+def _read_back(text: str) -> str:
+    """A field's value as a reader of the line gets it back: unquoted, escapes undone."""
+    if text.startswith('"'):
+        text = text[1:-1]
+
+    def undo(match: re.Match[str]) -> str:
+        code = match.group(1)
+        simple = {"\\": "\\", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
+        return simple.get(code) or chr(int(code[1:], 16))
+
+    return ESCAPE.sub(undo, text)
+
+
+def _parsed(line: str) -> dict[str, str]:
+    event, _, rest = line.partition(" ")
+    assert event == "x.y"
+    fields = {}
+    position = 0
+    rest = " " + rest if rest else ""
+    while position < len(rest):
+        match = FIELD.match(rest, position)
+        assert match is not None, f"not a field at {position}: {rest[position:]!r}"
+        fields[match.group(1)] = _read_back(match.group(2))
+        position = match.end()
+    return fields
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True),
+        st.text() | st.sampled_from(["x message_id=forged", "", '"', "a=b", BIDI, "\\"]),
+        max_size=4,
+    )
+)
+def test_every_line_parses_back_into_exactly_the_fields_written(fields: dict[str, str]) -> None:
+    """A value from outside can never look like another field: one that holds a space, a quote
+    or nothing is quoted, and a bidi control is escaped like every unprintable character."""
+    logger = logging.getLogger("jlg_pipeline.test.fields")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        log_event(logger, logging.INFO, "x.y", **fields)
+    finally:
+        logger.removeHandler(handler)
+    line = records[-1].getMessage()
+    assert not any(c in line for c in BIDI)
+    assert _parsed(line) == fields

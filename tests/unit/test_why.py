@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jlg_pipeline.domain.attempts import AttemptOutcome, AttemptRecord
-from jlg_pipeline.domain.service_view import Hold, Turn, Verdict
+from jlg_pipeline.domain.service_view import Hold, Turn, Verdict, ViewState
 from jlg_pipeline.domain.session_state import LinkGenerationState
 from jlg_pipeline.domain.status import LinkGenerationStatus as S
 from jlg_pipeline.domain.validation import SessionId
@@ -86,6 +86,10 @@ def facts(draw: st.DrawFn) -> Facts:
         lease_ends_at=lease,
         attempts=attempts,
         service=turn,
+        service_state=ViewState(
+            paused_until=turn.at if turn.hold is Hold.PAUSE else None,
+            down_since=NOW - timedelta(minutes=3) if turn.hold is Hold.DOWN else None,
+        ),
         programmes_ahead=draw(st.integers(0, 3)),
         live_workers=draw(st.integers(0, 2)),
         scheduler_enabled=draw(st.booleans()),
