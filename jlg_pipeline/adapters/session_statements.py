@@ -35,7 +35,7 @@ from jlg_pipeline.adapters.tables import program_session as ps
 from jlg_pipeline.domain.constants import READABLE_FROM, READABLE_UNTIL, TimingWindows
 from jlg_pipeline.domain.programme_actions import SessionFilter
 from jlg_pipeline.domain.session_state import DueSession, LinkGenerationState
-from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.status import WRITTEN_STATUSES, LinkGenerationStatus
 
 S = LinkGenerationStatus
 READABLE_FROM_AT = literal(READABLE_FROM, DateTime(timezone=True))
@@ -195,11 +195,15 @@ def matching(where: SessionFilter) -> list[ColumnElement[bool]]:
         *([ps.c.program_id == where.program_id] if where.program_id is not None else []),
         # Equalities rather than IN: a programme action's chunk is precompiled to plain SQL
         # (intent_writes.py), and an IN list would need expanding at execution time.
-        *(
-            [or_(*(ps.c.link_generation_status == s.value for s in where.statuses))]
-            if where.statuses
-            else []
-        ),
+        *([or_(*(_has_status(s) for s in where.statuses))] if where.statuses else []),
         *([ps.c.link_generation_at >= where.from_at] if where.from_at is not None else []),
         *([ps.c.link_generation_at < where.to_at] if where.to_at is not None else []),
     ]
+
+
+def _has_status(status: LinkGenerationStatus) -> ColumnElement[bool]:
+    """The row holds ``status``; UNKNOWN: any value outside the five (``KnownStatus``)."""
+    column: ColumnElement[str] = ps.c.link_generation_status
+    if status is S.UNKNOWN:
+        return and_(*(column != s.value for s in WRITTEN_STATUSES))
+    return column == status.value

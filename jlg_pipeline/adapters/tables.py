@@ -30,14 +30,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from jlg_pipeline.adapters.readable_time import ReadableTime
+from jlg_pipeline.adapters.readable_time import KnownStatus, ReadableTime
 from jlg_pipeline.domain.attempts import AttemptOutcome
-from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.status import WRITTEN_STATUSES, LinkGenerationStatus
 
 metadata = MetaData()
 
 
-STATUS_VALUES = ", ".join(f"'{s.value}'" for s in LinkGenerationStatus)
+STATUS_VALUES = ", ".join(f"'{s.value}'" for s in WRITTEN_STATUSES)
 
 program_session = Table(
     "hdb_program_session",
@@ -62,7 +62,7 @@ program_session = Table(
     Column("link_generation_at", ReadableTime(), nullable=True),
     Column(
         "link_generation_status",
-        String(20),
+        KnownStatus(),
         nullable=False,
         server_default=LinkGenerationStatus.NOT_SCHEDULED.value,
     ),

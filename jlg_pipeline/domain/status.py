@@ -11,9 +11,17 @@ class LinkGenerationStatus(StrEnum):
     IN_PROGRESS = "IN_PROGRESS"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+    """Read only: the row holds none of the five (the host's own write, with its CHECK
+    dropped). No claim takes it, every read shows it as this, and a PATCH of its time repairs
+    it; a listing's ``status=UNKNOWN`` finds such rows."""
 
 
 S = LinkGenerationStatus
+
+WRITTEN_STATUSES: tuple[S, ...] = tuple(s for s in S if s is not S.UNKNOWN)
+"""The statuses a row may hold (the CHECK constraint's list); UNKNOWN is how a read shows any
+other value."""
 
 CLAIMABLE_STATUSES: tuple[S, ...] = (S.SCHEDULED, S.FAILED)
 """Statuses a claim may take without waiting for the stale window."""

@@ -111,6 +111,15 @@ def _own_holds(facts: Facts) -> list[Held]:
         by = "" if done is None or done.run_id is None else f" by run {done.run_id}"
         when = "" if done is None or done.finished_at is None else f" at {_at(done.finished_at)}"
         return [Held(HoldKind.COMPLETED, None, f"generated this cycle{when}{by}", True)]
+    if s.status is S.UNKNOWN:
+        return [
+            Held(
+                HoldKind.SET_ASIDE,
+                None,
+                "its status is none of the five (the host's write): no claim takes it",
+                True,
+            )
+        ]
     if s.status is S.NOT_SCHEDULED or at is None:
         return [Held(HoldKind.NOT_SCHEDULED, None, "no link-generation time is set", True)]
     if not facts.readable:

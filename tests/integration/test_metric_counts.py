@@ -19,11 +19,11 @@ from jlg_pipeline.adapters.metric_counts import Counts, fold, read_counts
 from jlg_pipeline.adapters.metrics_snapshot import armed_by_status
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.attempts import Trigger
-from jlg_pipeline.domain.status import ARMED_STATUSES, LinkGenerationStatus
+from jlg_pipeline.domain.status import ARMED_STATUSES, WRITTEN_STATUSES
 from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session
 
-STATUSES = [s.value for s in LinkGenerationStatus]
+STATUSES = [s.value for s in WRITTEN_STATUSES]
 ARMED = {s.value for s in ARMED_STATUSES}
 THREADS = 4
 

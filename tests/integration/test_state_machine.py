@@ -12,7 +12,7 @@ from jlg_pipeline.adapters.intent_writes import IntentWrites
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.domain.attempts import Claim
 from jlg_pipeline.domain.session_state import SetOutcome
-from jlg_pipeline.domain.status import LinkGenerationStatus
+from jlg_pipeline.domain.status import WRITTEN_STATUSES, LinkGenerationStatus
 from jlg_pipeline.domain.validation import SessionId
 from testkit.factories import create_session, force_state, session_row
 
@@ -47,8 +47,8 @@ class Transition(StrEnum):
 # A stale IN_PROGRESS may be re-armed or cleared; the crashed run is fenced out.
 # COMPLETED may be re-armed: that starts a new cycle.
 ALLOWED_TRANSITIONS: frozenset[tuple[S, S, Transition]] = frozenset(
-    {(before, S.SCHEDULED, Transition.ARM) for before in S}
-    | {(before, S.NOT_SCHEDULED, Transition.CLEAR) for before in S}
+    {(before, S.SCHEDULED, Transition.ARM) for before in WRITTEN_STATUSES}
+    | {(before, S.NOT_SCHEDULED, Transition.CLEAR) for before in WRITTEN_STATUSES}
     | {
         (S.SCHEDULED, S.IN_PROGRESS, Transition.CLAIM),
         (S.FAILED, S.IN_PROGRESS, Transition.CLAIM),

@@ -23,7 +23,7 @@ seconds = st.integers(min_value=-7200, max_value=7200).map(lambda s: NOW + timed
 
 @st.composite
 def facts(draw: st.DrawFn) -> Facts:
-    status = draw(st.sampled_from(list(S)))
+    status = draw(st.sampled_from(list(S)))  # UNKNOWN included: a row the host wrote
     at = draw(st.none() | seconds)
     readable = at is not None and draw(st.booleans())
     retry_at = draw(st.none() | seconds) if status is S.FAILED else None
