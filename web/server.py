@@ -6,9 +6,9 @@ uvicorn's default (httptools) takes headers of any size and keeps a connection t
 finishes its headers for ever. Here: the h11 parser with the header block (request line
 included) capped at ``HEADER_BYTES``, every request's, pipelined ones too; a deadline for the
 headers of each request; at most ``MAX_CONNECTIONS`` open connections, and at most
-``MAX_CONNECTIONS_PER_CLIENT`` from one address (so one client's idle sockets cannot take
-them all; behind a proxy every client shares its address, and the proxy caps each client:
-``--max-connections-per-client 0``); idle keep-alive connections closed after
+``MAX_CONNECTIONS_PER_CLIENT`` from one IPv4 /24 or IPv6 /64 (so one client's idle sockets
+cannot take them all; behind a proxy every client shares its address, and the proxy caps each
+client: ``--max-connections-per-client 0``); idle keep-alive connections closed after
 ``KEEP_ALIVE_S``. Every refusal is the API's error envelope. The header count and the body's
 own deadline are the app's (``web.limits``), so they hold under any server."""
 
@@ -128,17 +128,19 @@ class BoundedH11Protocol(H11Protocol):
 
 
 def client_key(address: str) -> str:
-    """Whom a connection counts against: an IPv4 address, or an IPv6 address's /64 (one host
-    holds a whole /64, and would otherwise be a new client at every address of it)."""
+    """Whom a connection counts against: an IPv4 address's /24 or an IPv6 address's /64 (one
+    host holds a whole /64, or many aliases of one IPv4 network, and would otherwise be a new
+    client at every address of it: 8 loopback aliases filled the global cap)."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return address
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip)
+            ip = ip.ipv4_mapped
+        else:
+            return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ipaddress.IPv4Network((ip, 24), strict=False))
 
 
 def _address(connection: object) -> str | None:

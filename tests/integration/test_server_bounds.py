@@ -153,10 +153,11 @@ def test_slow_headers_and_a_slow_body_are_408_at_their_deadlines(
     assert b_answer["error"]["code"] == "REQUEST_TIMEOUT"  # type: ignore[index]
 
 
-def _connect(port: int, client: int = 1, timeout: float = 10) -> socket.socket:
-    """A connection from loopback address 127.0.0.<client>: another client to the server."""
+def _connect(port: int, client: int = 1, timeout: float = 10, host: int = 1) -> socket.socket:
+    """A connection from loopback address 127.0.<client>.<host>: ``client`` another network
+    (another client to the server), ``host`` another address of the same /24."""
     return socket.create_connection(
-        ("127.0.0.1", port), timeout=timeout, source_address=(f"127.0.0.{client}", 0)
+        ("127.0.0.1", port), timeout=timeout, source_address=(f"127.0.{client}.{host}", 0)
     )
 
 
@@ -180,6 +181,30 @@ def test_connections_past_the_limit_are_503(served: tuple[str, int, int]) -> Non
             sock.close()
     time.sleep(0.5)
     assert httpx.get(f"{url}/healthz").status_code == 200, "served again once they closed"
+
+
+def test_one_source_holding_many_addresses_does_not_take_everyone_elses_place(
+    served: tuple[str, int, int],
+) -> None:
+    """The re-audit: 8 loopback aliases of 64 idle sockets filled the global 512, and a client
+    it had not seen got 503 9 times in 12. An IPv4 /24 counts as one client, as an IPv6 /64 does."""
+    _, port, _ = served
+    held = [
+        _connect(port, host=alias)
+        for alias in range(1, 9)
+        for _ in range(MAX_CONNECTIONS_PER_CLIENT)
+    ]
+    try:
+        time.sleep(0.5)
+        statuses = []
+        for _ in range(12):
+            with _connect(port, client=2) as other:
+                other.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                statuses.append(_answer(other)[0])
+        assert statuses == [200] * 12
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def test_one_clients_idle_sockets_do_not_take_everyone_elses_place(

@@ -270,14 +270,17 @@ def test_jlg_token_uses_the_dev_stack_secret_when_none_is_exported(
         ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
         ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
         ("2001:db8:1:3::1", "2001:db8:1:3::/64"),
-        ("::ffff:192.0.2.7", "192.0.2.7"),
-        ("192.0.2.7", "192.0.2.7"),
+        ("::ffff:192.0.2.7", "192.0.2.0/24"),
+        ("192.0.2.7", "192.0.2.0/24"),
+        ("192.0.2.255", "192.0.2.0/24"),
+        ("192.0.3.7", "192.0.3.0/24"),
         ("fe80::1%eth0", "fe80::/64"),
         ("not-an-address", "not-an-address"),
     ],
 )
-def test_the_per_client_cap_counts_an_ipv6_host_by_its_64(address: str, key: str) -> None:
-    """The audit: every address of one IPv6 /64 was another client."""
+def test_the_per_client_cap_counts_a_network_as_one_client(address: str, key: str) -> None:
+    """The audits: every address of one IPv6 /64 was another client, and so was every IPv4
+    alias of one host (8 loopback aliases filled the global cap)."""
     assert client_key(address) == key
 
 
