@@ -153,13 +153,13 @@ def service_command(settings: Settings, command: str, by: str) -> list[str]:
     try:
         budget = settings.online_session_budget()
         lines: list[str] = []
+        view = ServiceView(engine, budget, settings.online_session_timeout_s)
         if command == "resume":
-            view = ServiceView(engine, budget, settings.online_session_timeout_s)
             before, _ = service_control.resume(view, by)
             was = "paused" if before.paused_until is not None else "clear"
             lines.append(f"resumed (it was {was}, breaker {'open' if before.down else 'closed'})")
         snapshot = read_metrics_snapshot(engine, budget, settings.windows)
-        return lines + service_control.shown(snapshot)
+        return lines + service_control.shown(snapshot, view.resumes(service_control.RESUMES_SHOWN))
     finally:
         engine.dispose()
 

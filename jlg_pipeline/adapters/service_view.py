@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
 from jlg_pipeline.adapters.database import translate_errors
+from jlg_pipeline.adapters.tables import service_resume as resumes
 from jlg_pipeline.adapters.tables import service_view as view
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.service_view import (
@@ -46,8 +47,20 @@ one extra locked transaction a call cost the budget 10 % of its rate)."""
 SPARE_FOR_S = 1.0
 """A turn whose claim was lost is its caller's next session's for this long after its slot."""
 STATE_COLUMNS = [view.c[f.name] for f in fields(ViewState)]
+CLEARED = [resumes.c.paused_until, resumes.c.down_since, resumes.c.failures]
 NO_BUDGET = Budget()
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """One operator's clear of the view, and what it cleared."""
+
+    at: datetime
+    by: str
+    paused_until: datetime | None
+    down_since: datetime | None
+    failures: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +196,7 @@ class ServiceView:
 
     def resume(self, by: str) -> tuple[ViewState, ViewState]:
         """An operator clears a pause or an open breaker (domain ``resumed``): the row before
-        and after."""
+        and after; the resume kept on record with what it cleared, in the same transaction."""
 
         def change(
             state: ViewState, now: datetime
@@ -191,7 +204,31 @@ class ServiceView:
             after = resumed(state, now, by)
             return (state, after), after
 
-        return self._change("resuming the service", change)
+        def record(conn: Connection, result: tuple[ViewState, ViewState]) -> None:
+            before, after = result
+            conn.execute(
+                insert(resumes).values(
+                    name=self._name,
+                    resumed_at=after.resumed_at,
+                    resumed_by=by,
+                    paused_until=before.paused_until,
+                    down_since=before.down_since,
+                    failures=before.failures,
+                )
+            )
+
+        return self._change("resuming the service", change, then=record)
+
+    def resumes(self, limit: int) -> list[Resume]:
+        """The last ``limit`` resumes, newest first."""
+        statement = (
+            select(resumes.c.resumed_at, resumes.c.resumed_by, *CLEARED)
+            .where(resumes.c.name == self._name)
+            .order_by(resumes.c.id.desc())
+            .limit(limit)
+        )
+        with translate_errors("reading the resumes"), self._engine.connect() as conn:
+            return [Resume(*row) for row in conn.execute(statement)]
 
     def look(self) -> Look:
         """The row now (no lock, nothing changed): for the watchdog and /metrics."""
@@ -211,10 +248,14 @@ class ServiceView:
         return Look(self._bounded(stored, now), now, self.budget)
 
     def _change(
-        self, action: str, decide: Callable[[ViewState, datetime], tuple[T, ViewState]]
+        self,
+        action: str,
+        decide: Callable[[ViewState, datetime], tuple[T, ViewState]],
+        then: Callable[[Connection, T], None] | None = None,
     ) -> T:
         """``decide`` on the row, locked, on the database's clock; its new row written when it
-        changed anything (most calls change nothing: no write)."""
+        changed anything (most calls change nothing: no write); ``then`` in the same
+        transaction."""
         with translate_errors(action), self._engine.begin() as conn:
             stored, now = self._locked(conn)
             result, changed = decide(self._bounded(stored, now), now)
@@ -222,6 +263,8 @@ class ServiceView:
             if changed != stored:
                 values = {f.name: getattr(changed, f.name) for f in fields(ViewState)}
                 conn.execute(update(view).where(view.c.name == self._name).values(values))
+            if then is not None:
+                then(conn, result)
         return result
 
     def _bounded(self, state: ViewState, now: datetime) -> ViewState:

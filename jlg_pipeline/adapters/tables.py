@@ -319,6 +319,22 @@ budget, a pause it asked for and its breaker, read and changed by every caller. 
 read within what Python loads (``ReadableTime``): a person may write any value there."""
 
 
+service_resume = Table(
+    "jlg_service_resume",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", String(64), nullable=False),
+    Column("resumed_at", ReadableTime(), nullable=False, server_default=func.now()),
+    Column("resumed_by", String(64), nullable=False),
+    Column("paused_until", ReadableTime(), nullable=True),
+    Column("down_since", ReadableTime(), nullable=True),
+    Column("failures", Integer, nullable=False),
+    Index("ix_service_resume_name", "name", "id"),
+)
+"""Migration 0020: every operator's clear of a service's view (``jlg service resume``): who,
+when, and the pause and breaker it cleared. Append-only for every role but its owner."""
+
+
 session_queue = Table(
     "jlg_session_queue",
     metadata,

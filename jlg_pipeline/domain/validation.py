@@ -21,9 +21,13 @@ MAX_MESSAGE_TEXT_CHARS = 200
 """A queue message's free-text fields (correlationId, timestamp) become run tags."""
 MAX_KEY_CHARS = 200
 """An idempotency key (``join-link-<id>@<cycle>``)."""
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-"""C0 and C1 (NUL included): refused wherever a string enters. PostgreSQL refuses NUL in text,
-and none of them belongs in a tag, a log line or a request to the online-session service."""
+CONTROL_CHARACTERS = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+"""C0 and C1 (NUL included), Unicode's line and paragraph separators and its bidi controls:
+refused wherever a string enters. PostgreSQL refuses NUL in text, and none of them belongs in
+a tag, a log line, an operator's name or a request to the online-session service (a U+202E
+reorders the rest of the line a person reads)."""
 
 
 SHOWN_CHARS = 40
@@ -107,7 +111,7 @@ def text(value: object, name: str, max_chars: int) -> str | None:
     ):
         raise InvalidInput(
             f"{name} must be a non-blank string of at most {max_chars} characters "
-            "with no control characters"
+            "with no control, separator or bidi characters"
         )
     return value
 

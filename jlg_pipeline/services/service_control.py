@@ -3,18 +3,23 @@ service's shared view and clears what a bad answer set (docs/design.md "Trust bo
 single answer"; docs/operations.md "The online-session service's pause and breaker")."""
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from jlg_pipeline.adapters.metrics_snapshot import MetricsSnapshot
-from jlg_pipeline.adapters.service_view import ServiceView
+from jlg_pipeline.adapters.service_view import Resume, ServiceView
 from jlg_pipeline.domain.service_view import ViewState
 from jlg_pipeline.log import log_event
 
 logger = logging.getLogger(__name__)
 
 
-def shown(snapshot: MetricsSnapshot) -> list[str]:
-    """The shared view as lines an operator reads: pause, breaker, budget, backlog."""
+RESUMES_SHOWN = 5
+
+
+def shown(snapshot: MetricsSnapshot, resumes: Sequence[Resume] = ()) -> list[str]:
+    """The shared view as lines an operator reads: pause, breaker, budget, backlog, and the
+    last resumes, newest first."""
     assert snapshot.service is not None
     look = snapshot.service
     state, budget, now = look.state, look.budget, look.now
@@ -47,6 +52,10 @@ def shown(snapshot: MetricsSnapshot) -> list[str]:
     )
     if state.resumed_at is not None:
         lines.append(f"last resumed     {_at(state.resumed_at)} by {state.resumed_by}")
+    for r in resumes:
+        was = "paused" if r.paused_until is not None else "clear"
+        breaker = "open" if r.down_since is not None else "closed"
+        lines.append(f"resumed          {_at(r.at)} by {r.by} (it was {was}, breaker {breaker})")
     return lines
 
 

@@ -218,9 +218,50 @@ def test_an_operator_sees_the_view_and_resume_clears_a_pause_and_an_open_breaker
     assert resumed == state.resumed_at.timestamp()
 
 
+@pytest.mark.parametrize("by", ["x\nINFO forged", "ops\u202ebob", "ops\u2028x", "x" * 65, " "])
 def test_resume_refuses_an_operator_name_that_could_forge_a_log_line(
-    db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    db_url: str, by: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Parsed as every actor's name is: bounded, no control, separator or bidi character (a
+    U+202E printed raw by ``jlg service show`` reordered the line an operator reads)."""
     monkeypatch.setenv("JLG_ENVIRONMENT", "local")
-    assert main(["--database-url", db_url, "service", "resume", "--by", "x\nINFO forged"]) == 2
+    assert main(["--database-url", db_url, "service", "resume", "--by", by]) == 2
     assert "--by must be" in capsys.readouterr().err
+
+
+def test_every_resume_is_kept_and_shown(
+    db_url: str,
+    engine: Engine,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A later resume no longer overwrites the one before: each is a row of its own, which
+    ``jlg service show`` lists newest first, with what it cleared."""
+    monkeypatch.setenv("JLG_ENVIRONMENT", "local")
+    _clear(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jlg_service_view (name, paused_until)"
+                " VALUES ('online-session', now() + interval '10 minutes')"
+            )
+        )
+    assert main(["--database-url", db_url, "service", "resume", "--by", "ops-alice"]) == 0
+    assert main(["--database-url", db_url, "service", "resume", "--by", "ops-bob"]) == 0
+    capsys.readouterr()
+    assert main(["--database-url", db_url, "service", "show"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+
+    resumes = [line for line in shown if line.startswith("resumed ")]
+    assert len(resumes) == 2
+    assert "by ops-bob" in resumes[0]
+    assert "(it was clear, breaker closed)" in resumes[0]
+    assert "by ops-alice" in resumes[1]
+    assert "(it was paused, breaker closed)" in resumes[1]
+    with engine.connect() as conn:
+        kept = (
+            conn.execute(text("SELECT resumed_by FROM jlg_service_resume ORDER BY id"))
+            .scalars()
+            .all()
+        )
+    assert kept == ["ops-alice", "ops-bob"]

@@ -27,6 +27,7 @@ from jlg_pipeline.adapters.orchestrator_health import read_orchestrator_health, 
 from jlg_pipeline.adapters.queue import SessionQueue
 from jlg_pipeline.adapters.repository import ProgramSessionRepository
 from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
+from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.generation import BulkRegisterRequest
 from jlg_pipeline.migrate import migrate
@@ -194,7 +195,11 @@ def test_the_application_does_its_work_with_the_documented_grants_and_no_more(
                 json={"shiftBy": 60, "expectedCount": 3},
             )
             assert moved.status_code == 200, moved.text
+        # An operator's resume, as the application role (the runbook's "who may resume").
+        ServiceView(app).resume("ops-roles")
         for refused in (
+            "DELETE FROM jlg.jlg_service_resume",
+            "UPDATE jlg.jlg_service_resume SET resumed_by = 'forged'",
             "DELETE FROM jlg.jlg_link_generation_change",
             "UPDATE jlg.jlg_link_generation_change SET actor_user_id = 1",
             "DELETE FROM jlg.jlg_programme_operation",
