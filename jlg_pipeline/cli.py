@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from types import ModuleType
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jlg_pipeline import bootstrap
 from jlg_pipeline.config import Settings, check_jwt_secret
@@ -189,6 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except OperationalError as exc:
         print(f"jlg: cannot reach the database: {exc.orig}", file=sys.stderr)
+        return 2
+    except DBAPIError as exc:
+        # The database's own one line (a right this role lacks, say), not SQLAlchemy's story.
+        reason = str(exc.orig).splitlines()[0] if str(exc.orig) else type(exc.orig).__name__
+        print(f"jlg: the database refused: {reason}", file=sys.stderr)
         return 2
     return 0
 

@@ -10,7 +10,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 import migrations
 from jlg_pipeline.adapters.database import create_engine, normalize_url
@@ -65,6 +65,7 @@ def migrate(database_url: str, revision: str = "head", *, adopt: bool = False) -
     """Upgrade to ``revision`` (``expand``: every expand step still to apply). With
     ``adopt``, a brownfield database whose host tables exist is first stamped past the
     host-table revision, so only the additive one runs."""
+    _check_owner(database_url)
     config = alembic_config(database_url)
     if adopt:
         _check_brownfield(database_url)
@@ -75,6 +76,7 @@ def migrate(database_url: str, revision: str = "head", *, adopt: bool = False) -
 
 
 def downgrade(database_url: str, revision: str) -> None:
+    _check_owner(database_url)
     command.downgrade(alembic_config(database_url), revision)
 
 
@@ -136,6 +138,31 @@ def current_revision(database_url: str) -> str | None:
             return MigrationContext.configure(conn).get_current_revision()
     finally:
         engine.dispose()
+
+
+OWNER = text(
+    "SELECT pg_get_userbyid(c.relowner), current_user,"
+    " pg_has_role(current_user, c.relowner, 'USAGE')"
+    " FROM pg_class AS c WHERE c.oid = to_regclass('alembic_version')"
+)
+
+
+def _check_owner(database_url: str) -> None:
+    """Only the role that owns the project's tables (the kit's migrator) migrates them: another
+    role's ALTER fails, and its REVOKE only warns (PostgreSQL lets a non-owner revoke nothing),
+    so a migration would be stamped as applied having done nothing. A database without
+    migration history passes: whoever creates the tables owns them."""
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(OWNER).first()
+    finally:
+        engine.dispose()
+    if row is not None and not row[2]:
+        raise JlgError(
+            f"the project's tables are owned by {row[0]} and this connection is {row[1]}: run "
+            f"jlg migrate and jlg downgrade as {row[0]} (the kit's migrator)"
+        )
 
 
 def _check_brownfield(database_url: str) -> None:

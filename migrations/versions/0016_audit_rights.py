@@ -46,6 +46,15 @@ BEGIN
         EXECUTE format('GRANT UPDATE (finished_at) ON %I TO %I', r.table_name, r.grantee);
       END IF;
     END IF;
+    -- A REVOKE by a role that does not own the table only warns: fail rather than stamp.
+    IF EXISTS (
+      SELECT 1 FROM information_schema.table_privileges AS p
+      WHERE p.table_schema = current_schema() AND p.table_name = r.table_name
+        AND p.grantee = r.grantee AND p.privilege_type IN ('DELETE', 'TRUNCATE')
+    ) THEN
+      RAISE EXCEPTION 'REVOKE on % from % had no effect: run jlg migrate as the tables'' owner',
+        r.table_name, r.grantee;
+    END IF;
   END LOOP;
 END $$
 """

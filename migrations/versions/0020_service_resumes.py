@@ -37,6 +37,15 @@ BEGIN
       AND g.grantee NOT IN (pg_get_userbyid(c.relowner), 'PUBLIC')
   LOOP
     EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON {_TABLE} FROM %I', r.grantee);
+    -- A REVOKE by a role that does not own the table only warns: fail rather than stamp.
+    IF EXISTS (
+      SELECT 1 FROM information_schema.table_privileges AS p
+      WHERE p.table_schema = current_schema() AND p.table_name = '{_TABLE}'
+        AND p.grantee = r.grantee AND p.privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE')
+    ) THEN
+      RAISE EXCEPTION 'REVOKE on {_TABLE} from % had no effect: run jlg migrate as its owner',
+        r.grantee;
+    END IF;
   END LOOP;
 END $$
 """

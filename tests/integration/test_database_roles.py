@@ -12,12 +12,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from alembic import command as alembic_command
 from dagster import DagsterInstance
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from devstack.postgres import admin_execute, dagster_reader
+from jlg_pipeline import cli
 from jlg_pipeline.adapters.aws_scheduler import AwsScheduler
 from jlg_pipeline.adapters.candidates import Candidates
 from jlg_pipeline.adapters.database import create_engine
@@ -30,7 +32,7 @@ from jlg_pipeline.adapters.schedule_outbox import ScheduleOutbox
 from jlg_pipeline.adapters.service_view import ServiceView
 from jlg_pipeline.domain.attempts import Trigger
 from jlg_pipeline.domain.generation import BulkRegisterRequest
-from jlg_pipeline.migrate import migrate
+from jlg_pipeline.migrate import alembic_config, current_revision, migrate
 from jlg_pipeline.services.generation import bind_gate, generate_for_session
 from jlg_pipeline.services.schedule_sync import ScheduleSync
 from jlg_pipeline.services.sweep import sweep_overdue_sessions
@@ -308,3 +310,55 @@ def test_the_dev_stack_reads_dagsters_storage_as_the_kits_select_only_role(
         conn.execute("SET default_transaction_read_only = off")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("DELETE FROM runs")
+
+
+def test_migrations_refuse_a_role_that_does_not_own_the_project_tables(
+    host: HostDatabase, roles: Roles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The re-audit: as the application role, ``jlg migrate`` and ``migrate expand`` exited 0
+    and changed nothing, a migration's REVOKE (which PostgreSQL only warns about for a
+    non-owner) was stamped as applied, and ``jlg downgrade`` ended in a raw SQLAlchemy line.
+    Now every form but ``--plan`` refuses in one line naming the role it needs."""
+    run_kit_file(host.engine, "roles.sql", roles, host_owner=host.role)
+    migrator_url = as_role(host.url, roles.migrator)
+    migrate(migrator_url, "0014_service_resume", adopt=True)
+    run_kit_file(host.engine, "grants.sql", roles, acting=host.role)
+    app_url = as_role(host.url, roles.app)
+    capsys.readouterr()
+
+    for command in (
+        ["migrate", "0016_audit_rights"],
+        ["migrate", "expand"],
+        ["migrate"],
+        ["downgrade", "base"],
+    ):
+        assert cli.main(["--database-url", app_url, *command]) == 2, command
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert f"owned by {roles.migrator}" in err, err
+        assert f"this connection is {roles.app}" in err, err
+        assert "Background on this error" not in err
+    assert current_revision(migrator_url) == "0014_service_resume", "nothing stamped"
+    assert cli.main(["--database-url", app_url, "migrate", "--plan"]) == 0
+
+    migrate(migrator_url)
+    app = create_engine(app_url)
+    try:
+        with pytest.raises(DBAPIError, match="permission denied"), app.begin() as conn:
+            conn.execute(text("DELETE FROM jlg.jlg_link_generation_change"))
+    finally:
+        app.dispose()
+
+
+def test_a_revoke_that_has_no_effect_fails_the_migration(host: HostDatabase, roles: Roles) -> None:
+    """Past the gate (Alembic driven directly, as the application role): PostgreSQL only warns
+    when a non-owner revokes, and 0016 fails instead of being stamped as applied."""
+    run_kit_file(host.engine, "roles.sql", roles, host_owner=host.role)
+    migrator_url = as_role(host.url, roles.migrator)
+    migrate(migrator_url, "0015_readable_times", adopt=True)
+    run_kit_file(host.engine, "grants.sql", roles, acting=host.role)
+    app_url = as_role(host.url, roles.app)
+
+    with pytest.raises(DBAPIError, match="had no effect"):
+        alembic_command.upgrade(alembic_config(app_url), "0016_audit_rights")
+    assert current_revision(migrator_url) == "0015_readable_times"
