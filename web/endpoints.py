@@ -74,7 +74,7 @@ LIST_QUERY = (
         "name": "status",
         "in": "query",
         "required": False,
-        "description": "One or more statuses, comma-separated",
+        "description": "One or more statuses, comma-separated (or the parameter repeated)",
         "style": "form",
         "explode": False,
         "schema": {"type": "array", "items": ref("LinkGenerationStatus"), "minItems": 1},

@@ -35,16 +35,19 @@ def parse_listing_query(
     query: list[tuple[str, str]],
 ) -> tuple[SessionFilter, int, int]:
     """The filter a programme action takes (``programId``; ``status``, one or more of the
-    five, comma-separated; ``from``/``to`` RFC 3339 bounds), ``limit`` (1-500, default 50),
-    ``afterId`` (≥ 0, default 0), each at most once; anything else is InvalidInput."""
+    five, comma-separated or repeated; ``from``/``to`` RFC 3339 bounds), ``limit`` (1-500,
+    default 50), ``afterId`` (≥ 0, default 0), each other one at most once; anything else is
+    InvalidInput."""
     seen: dict[str, str] = {}
     for name, value in query:
         if name not in LISTING_PARAMETERS:
             names = ", ".join(sorted(LISTING_PARAMETERS))
             raise InvalidInput(f"unknown query parameter {name[:40]!r}; use {names}")
-        if name in seen:
+        if name in seen and name != "status":
             raise InvalidInput(f"query parameter {name} given more than once")
-        seen[name] = value
+        # Statuses comma-separated, or the parameter repeated (as a generated client sends a
+        # list): the same filter.
+        seen[name] = f"{seen[name]},{value}" if name in seen else value
     where = SessionFilter(
         program_id=_optional_whole(seen, "programId", 1, BIGINT_MAX),
         statuses=_statuses(seen["status"].split(",")) if "status" in seen else (),

@@ -32,6 +32,8 @@ from jlg_pipeline.services.why import HoldKind, Why, why_body
 from web.envelope import utc_z
 
 RFC3339Text = Annotated[StrictStr, WithJsonSchema({"type": "string", "format": "date-time"})]
+TimeText = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A time in an answer: UTC, ending in Z, declared so a generated client parses it."""
 
 
 class SetLinkGenerationDto(BaseModel):
@@ -77,7 +79,9 @@ class ShowsTimes(BaseModel):
 
 class LinkGenerationResponse(ShowsTimes):
     id: int
-    linkGenerationAt: str | None = Field(description="UTC, ending in Z; null when not scheduled")
+    linkGenerationAt: TimeText | None = Field(
+        description="UTC, ending in Z; null when not scheduled"
+    )
     linkGenerationStatus: LinkGenerationStatus
 
     @classmethod
@@ -92,7 +96,7 @@ class LinkGenerationResponse(ShowsTimes):
 class LinkGenerationReadResponse(LinkGenerationResponse):
     """The GET's answer: the PATCH's, and when the queue retries a FAILED session."""
 
-    retryAt: str | None = Field(
+    retryAt: TimeText | None = Field(
         description="FAILED and retryable: when the queue takes it again (UTC, ending in Z); "
         "null otherwise (GET .../why says what holds it)"
     )
@@ -160,7 +164,7 @@ class SkippedItem(BaseModel):
 class PreviewItem(ShowsTimes):
     id: int
     linkGenerationStatus: LinkGenerationStatus
-    linkGenerationAt: str | None = Field(description="Now")
+    linkGenerationAt: TimeText | None = Field(description="Now")
     newLinkGenerationAt: str | None = Field(description="After the action; null: cleared")
     skip: str | None = Field(description="Why it would be left as it is; null: it changes")
 
@@ -200,8 +204,8 @@ class OperationRecordResponse(BaseModel):
     operationId: UUID
     programId: int
     actorUserId: int
-    createdAt: str
-    finishedAt: str | None = Field(description="null while sessions are left to act on")
+    createdAt: TimeText
+    finishedAt: TimeText | None = Field(description="null while sessions are left to act on")
     request: dict[str, Any] = Field(description="The filter, the action and expectedCount")
     matched: int
     changed: int
@@ -230,8 +234,8 @@ class AttemptResponse(BaseModel):
     attempt: int
     trigger: str = Field(description="event, cron, backfill, manual, direct or watchdog")
     runId: str | None = Field(description="The Dagster run that claimed, when one did")
-    claimedAt: str
-    finishedAt: str | None
+    claimedAt: TimeText
+    finishedAt: TimeText | None
     outcome: AttemptOutcome
     jobId: str | None
     total: int | None
@@ -256,7 +260,7 @@ class AttemptResponse(BaseModel):
 
 class WhyHold(BaseModel):
     hold: str = Field(description="What holds it: " + ", ".join(k.value for k in HoldKind))
-    until: str | None = Field(description="When it ends (UTC); null: a person ends it")
+    until: TimeText | None = Field(description="When it ends (UTC); null: a person ends it")
     byPerson: bool = Field(description="Only a person ends it")
     endsLast: bool = Field(description="Of two or more holds, the one that ends last")
     detail: str
@@ -268,7 +272,7 @@ class WhyAttempt(BaseModel):
     runId: str | None
     outcome: AttemptOutcome
     error: str | None
-    claimedAt: str | None
+    claimedAt: TimeText | None
     lagMs: int
 
 
@@ -277,16 +281,16 @@ class WhyResponse(BaseModel):
 
     id: int
     linkGenerationStatus: LinkGenerationStatus
-    linkGenerationAt: str | None = Field(description="null when not set or out of range")
+    linkGenerationAt: TimeText | None = Field(description="null when not set or out of range")
     attempt: int
-    now: str = Field(description="The database clock the queue decides by")
+    now: TimeText = Field(description="The database clock the queue decides by")
     waitsNow: bool = Field(description="A worker's claim may take it now (the queue's predicate)")
-    claimableAt: str | None = Field(
+    claimableAt: TimeText | None = Field(
         description="When the queue may take it; null: not without a person's write"
     )
     holds: list[WhyHold]
     next: str = Field(description="The next thing that happens to it, in one line")
-    nextAt: str | None = Field(description="When; null: nothing until a person acts")
+    nextAt: TimeText | None = Field(description="When; null: nothing until a person acts")
     attempts: list[WhyAttempt] = Field(description="Its last attempts, newest first")
 
     @classmethod
@@ -297,10 +301,10 @@ class WhyResponse(BaseModel):
 class ChangeResponse(ShowsTimes):
     """One admin set or clear of the session's time, as recorded with the UPDATE."""
 
-    changedAt: str
+    changedAt: TimeText
     actorUserId: int | None = Field(description="The admin (the token's sub)")
-    linkGenerationAt: str | None = Field(description="The time set; null for a clear")
-    previousLinkGenerationAt: str | None = Field(description="The time it replaced")
+    linkGenerationAt: TimeText | None = Field(description="The time set; null for a clear")
+    previousLinkGenerationAt: TimeText | None = Field(description="The time it replaced")
 
     @classmethod
     def of(cls, change: IntentChange) -> "ChangeResponse":
@@ -316,11 +320,11 @@ class ChangeResponse(ShowsTimes):
 
 class SessionListItem(ShowsTimes):
     id: int
-    linkGenerationAt: str | None
+    linkGenerationAt: TimeText | None
     linkGenerationStatus: LinkGenerationStatus
     attempt: int
     lastError: str | None
-    updatedAt: str
+    updatedAt: TimeText
 
     @classmethod
     def of(cls, state: LinkGenerationState) -> "SessionListItem":

@@ -134,6 +134,10 @@ def test_the_listing_pages_through_by_id(engine: Engine, http: TestClient) -> No
     assert [i["id"] for i in rest["items"]] == [ids[4]]
     assert rest["nextAfterId"] is None
 
+    # As a generated client sends a list (the parameter repeated), and as the spec writes it.
+    for both in ({"status": ["FAILED", "NOT_SCHEDULED"]}, {"status": "FAILED,NOT_SCHEDULED"}):
+        assert [i["id"] for i in _page(http, **both)["items"]] == ids
+
     [item] = _page(http, afterId=ids[3], limit=1)["items"]
     row = session_row(engine, ids[4])
     assert set(item) == {

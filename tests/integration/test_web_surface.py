@@ -137,6 +137,37 @@ def test_openapi_document_describes_both_operations(http: TestClient) -> None:
     assert dto["additionalProperties"] is False
 
 
+TIME_FIELDS = {
+    "linkGenerationAt",
+    "retryAt",
+    "claimedAt",
+    "finishedAt",
+    "changedAt",
+    "previousLinkGenerationAt",
+    "updatedAt",
+    "createdAt",
+    "now",
+    "claimableAt",
+    "nextAt",
+    "until",
+}
+
+
+def test_every_time_in_a_response_is_declared_a_date_time(http: TestClient) -> None:
+    """A client generated from the spec parses each time into its datetime type (before,
+    every one was a plain string: no ``format: date-time``)."""
+    schemas = http.get("/openapi.json").json()["components"]["schemas"]
+    undeclared = []
+    for name, schema in schemas.items():
+        for field, spec in schema.get("properties", {}).items():
+            if field not in TIME_FIELDS:
+                continue
+            options = spec.get("anyOf", [spec])
+            if not any(o.get("format") == "date-time" for o in options):
+                undeclared.append(f"{name}.{field}")
+    assert undeclared == []
+
+
 def test_every_route_served_is_documented_or_internal_and_every_documented_one_served(
     http: TestClient,
 ) -> None:
