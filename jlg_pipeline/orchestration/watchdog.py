@@ -66,20 +66,22 @@ def build_watchdog_sensor(shared_job: JobDefinition) -> SensorDefinition:
             return SkipReason("ENABLE_JOIN_LINK_SCHEDULER is off: the watchdog is off too")
         look = database.view().look()
         held_until = look.held_until(patience_s=MAX_SLOT_WAIT_S)
+        queue = database.queue()
+        if held_until is None:
+            try:
+                # Sessions armed by anyone, the host's own writes included, join their
+                # programme's turn (adapters/pick.py): a worker's next claim finds them.
+                queue.refresh()
+            except DatabaseUnavailable as exc:
+                context.log.warning(f"the programmes' turns not refreshed: {exc}")
+        attendance = queue.attendance(liveness_s(database.call_bound_s))
+        oldest = _oldest(context, database, attendance.oldest)
         if held_until is not None:
             return SkipReason(
                 f"the online-session service holds every call until "
                 f"{held_until.isoformat()} ({look.why_held()}): nothing is launched before"
+                f"{oldest}"
             )
-        queue = database.queue()
-        try:
-            # Sessions armed by anyone, the host's own writes included, join their
-            # programme's turn (adapters/pick.py): a worker's next claim finds them.
-            queue.refresh()
-        except DatabaseUnavailable as exc:
-            context.log.warning(f"the programmes' turns not refreshed: {exc}")
-        attendance = queue.attendance(liveness_s(database.call_bound_s))
-        oldest = _oldest(context, database, attendance.oldest)
         if not attendance.unattended:
             return SkipReason(f"no due session waits unattended{oldest}")
         if attendance.live_workers:

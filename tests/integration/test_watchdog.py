@@ -520,6 +520,9 @@ def test_the_watchdog_follows_the_online_session_services_shared_view(
     paused = _sensor_tick(WATCHDOG, instance, db_url)
     assert _worker(paused) is None
     assert "it asked for a pause" in str(paused.skip_message)
+    # The oldest waiting session and its holds, in the same line (services/why.py).
+    assert "the oldest waiting, session " in str(paused.skip_message)
+    assert "held by service pause until " in str(paused.skip_message)
 
     with engine.begin() as conn:
         conn.execute(text("UPDATE jlg_service_view SET paused_until = now()"))
