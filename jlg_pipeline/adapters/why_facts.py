@@ -5,7 +5,7 @@ place in the pick and the live workers in one statement, its last attempts, and 
 service's view would give a caller now."""
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -104,6 +104,9 @@ def read_facts(
         return None
     now: datetime = row.now
     turn, state = view.peek()
+    # The sweep takes a session once its grace has passed: the first sweep after both.
+    at = row.link_generation_at if row.readable else None
+    swept_from = now if at is None else max(now, at + timedelta(milliseconds=windows.grace_ms))
     return Facts(
         now=now,
         session=to_state(row),
@@ -117,7 +120,7 @@ def read_facts(
         programmes_ahead=int(row.ahead),
         live_workers=int(row.live),
         scheduler_enabled=scheduler_enabled,
-        sweep_at=sweep_at(now),
+        sweep_at=sweep_at(swept_from),
         watchdog_grace_s=windows.watchdog_grace_ms / 1000,
         watchdog_every_s=watchdog_every_s,
     )

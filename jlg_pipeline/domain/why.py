@@ -40,6 +40,7 @@ class Facts:
     """Runs draining the queue that beat within the watchdog's liveness window."""
     scheduler_enabled: bool
     sweep_at: datetime | None
-    """The next sweep (UTC); None while it is off."""
+    """The first sweep that takes it (its start once the sweep's grace after its time has
+    passed, UTC); None while the sweep is off."""
     watchdog_grace_s: float
     watchdog_every_s: float

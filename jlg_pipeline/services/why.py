@@ -38,6 +38,8 @@ class HoldKind(StrEnum):
     NO_WORKER = "no worker"
 
 
+SWEPT = (HoldKind.FAILED_FOR_GOOD, HoldKind.SCHEDULER_OFF)
+"""Holds only the sweep ends, at its next start, while it is on."""
 SERVICE_HOLDS = {
     Hold.PAUSE: HoldKind.SERVICE_PAUSE,
     Hold.DOWN: HoldKind.SERVICE_DOWN,
@@ -175,12 +177,13 @@ def _shared_holds(facts: Facts) -> list[Held]:
     """What holds every session, or every session of its programme, that holds this one."""
     holds: list[Held] = []
     if not facts.scheduler_enabled:
+        swept = "" if facts.sweep_at is None else f"; the sweep takes it at {_at(facts.sweep_at)}"
         holds.append(
             Held(
                 HoldKind.SCHEDULER_OFF,
-                None,
-                "ENABLE_JOIN_LINK_SCHEDULER is off: no event, worker or watchdog takes it",
-                True,
+                facts.sweep_at,
+                f"ENABLE_JOIN_LINK_SCHEDULER is off: no event, worker or watchdog takes it{swept}",
+                facts.sweep_at is None,
             )
         )
     turn = facts.service
@@ -238,9 +241,10 @@ def _next(facts: Facts, holds: list[Held]) -> tuple[datetime | None, str]:
         person = next(h for h in holds if h.by_person)
         remedy = person.detail if person.kind is HoldKind.FAILED_FOR_GOOD else _remedy(person.kind)
         return None, f"nothing: {remedy}"
-    failed = next((h for h in holds if h.kind is HoldKind.FAILED_FOR_GOOD), None)
-    if failed is not None and failed.until is not None:
-        return failed.until, f"the sweep at {_at(failed.until)}"
+    swept = [h for h in holds if h.kind in SWEPT and h.until is not None]
+    if swept:
+        at = max(h.until for h in swept if h.until is not None)
+        return at, f"the sweep at {_at(at)}"
     timed = [h.until for h in holds if h.until is not None and h.kind is not HoldKind.NO_WORKER]
     at = max([facts.now, *timed])
     if any(h.kind is HoldKind.NO_WORKER for h in holds):

@@ -255,7 +255,10 @@ def test_failed_for_good_names_the_sweep_or_a_person(db_url: str, engine: Engine
 
     assert _kinds(swept) == [H.FAILED_FOR_GOOD]
     assert not swept.waits_now
-    assert swept.next_at == next_fallback_sweep(swept.now)
+    # The first sweep once the sweep's grace (30 minutes) after its time has passed.
+    at = session_row(engine, sid)["link_generation_at"]
+    grace = timedelta(milliseconds=Settings().windows.grace_ms)
+    assert swept.next_at == next_fallback_sweep(max(swept.now, at + grace))
     assert swept.next.startswith("the sweep at ")
     assert "422" in swept.holds[0].detail
     assert _kinds(alone) == [H.FAILED_FOR_GOOD]
@@ -322,10 +325,13 @@ def test_no_worker_names_the_watchdog_tick(db_url: str, engine: Engine) -> None:
     assert why.next.startswith("a worker the watchdog launches")
 
 
-def test_the_scheduler_off_needs_a_person(db_url: str, engine: Engine) -> None:
+def test_the_scheduler_off_leaves_it_to_the_sweep_or_a_person(db_url: str, engine: Engine) -> None:
     sid = _due(engine)
     _alive(engine)
 
+    swept = _ask(db_url, engine, sid, scheduler_enabled=False, fallback_cron_enabled=True)
+    assert _kinds(swept) == [H.SCHEDULER_OFF]
+    assert swept.next.startswith("the sweep at ")
     why = _ask(db_url, engine, sid, scheduler_enabled=False)
 
     assert _kinds(why) == [H.SCHEDULER_OFF]
