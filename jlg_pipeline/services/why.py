@@ -201,15 +201,24 @@ def _shared_holds(facts: Facts) -> list[Held]:
             )
         )
     if facts.scheduler_enabled and facts.live_workers == 0 and facts.claim_at is not None:
+        event = "its event's run takes it; if that is lost, " if _event_due(facts) else ""
         holds.append(
             Held(
                 HoldKind.NO_WORKER,
                 _watchdog_at(facts),
-                "no worker is alive: the watchdog launches one at its next tick after "
+                f"no worker is alive: {event}the watchdog launches one at its next tick after "
                 f"{_at(_watchdog_at(facts))}",
             )
         )
     return holds
+
+
+def _event_due(facts: Facts) -> bool:
+    """A SCHEDULED session within the watchdog's grace: its real-time event is on its way."""
+    return facts.session.status is S.SCHEDULED and (
+        facts.claim_at is None
+        or facts.now < facts.claim_at + timedelta(seconds=facts.watchdog_grace_s)
+    )
 
 
 def _service(facts: Facts, hold: Hold) -> str:
@@ -249,7 +258,8 @@ def _next(facts: Facts, holds: list[Held]) -> tuple[datetime | None, str]:
     at = max([facts.now, *timed])
     if any(h.kind is HoldKind.NO_WORKER for h in holds):
         at = max(at, _watchdog_at(facts))
-        return at, f"a worker the watchdog launches, at {_at(at)}"
+        event = "its event's run, or at the latest " if _event_due(facts) else ""
+        return at, f"{event}a worker the watchdog launches, at {_at(at)}"
     if s.status is S.IN_PROGRESS and at == facts.now:
         return at, "the queue now: its claim went stale"
     when = "now" if at == facts.now else f"at {_at(at)}"
