@@ -30,7 +30,7 @@ from jlg_pipeline.services.generation import generate_next
 from jlg_pipeline.services.why import HoldKind, Why
 from testkit.factories import create_session, db_now, force_state, session_row
 from tests.support.fakes import RecordingRegistrar
-from tests.support.web import Aws, admin_headers, client_for, settings_for
+from tests.support.web import Aws, admin_headers, client_for, settings_for, token
 
 S = LinkGenerationStatus
 H = HoldKind
@@ -412,6 +412,13 @@ def test_the_api_answers_in_the_envelope_and_get_shows_the_retry_time(
         == 404
     )
     assert http.get(f"/program-session/{sid}/link-generation/why").status_code == 401
+    mentor = {"Authorization": f"Bearer {token(3, ('mentor',))}", "X-Active-Role": "mentor"}
+    assert (
+        http.get(f"/program-session/{sid}/link-generation/why", headers=mentor).status_code == 403
+    )
+    bad = http.get("/program-session/1%0a2/link-generation/why", headers=admin_headers())
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == "BAD_REQUEST"
 
 
 def test_the_api_answers_a_row_out_of_range(engine: Engine, http: TestClient) -> None:
