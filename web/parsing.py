@@ -3,14 +3,13 @@ and the JSON bodies (through the models in ``web/schemas.py``), into the domain'
 anything else is InvalidInput, named in words a client can act on."""
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from pydantic import ValidationError
 
-from jlg_pipeline.domain import validation
+from jlg_pipeline.domain import rfc3339, validation
 from jlg_pipeline.domain.constants import BIGINT_MAX
 from jlg_pipeline.domain.errors import InvalidInput
 from jlg_pipeline.domain.programme_actions import ProgrammeAction, ProgrammeRequest, SessionFilter
@@ -19,12 +18,6 @@ from jlg_pipeline.domain.validation import SessionId
 from web.schemas import ProgrammeActionDto, ProgrammeWhereDto, SetLinkGenerationDto
 
 MAX_BODY_BYTES = 4096
-# RFC 3339's date-time, nothing looser: fromisoformat alone also takes a space separator,
-# basic format, week dates and second-fraction offsets.
-RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
-)
-
 
 LISTING_PARAMETERS = {"programId", "status", "from", "to", "limit", "afterId"}
 MAX_LIST_LIMIT = 500
@@ -184,19 +177,15 @@ def _action(dto: ProgrammeActionDto, given: set[str]) -> ProgrammeAction:
 
 def parse_rfc3339(text: str, name: str = "linkGenerationAt") -> datetime:
     """An RFC 3339 date-time with its offset (``Z`` or ``±HH:MM``), as an aware UTC datetime."""
-    match = RFC3339.fullmatch(text)
-    if match is None:
+    if rfc3339.RFC3339.fullmatch(text) is None:
         raise InvalidInput(
             f"{name} must be an RFC 3339 date-time with an offset, "
             "e.g. 2026-12-03T09:00:00Z or 2026-12-03T10:00:00+01:00"
         )
-    date, clock, fraction, offset = match.groups()
-    microseconds = f".{(fraction or '')[:6]:0<6}"
-    offset = "+00:00" if offset in ("Z", "z") else offset
-    try:
-        return datetime.fromisoformat(f"{date}T{clock}{microseconds}{offset}").astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise InvalidInput(f"{name} is not a valid date-time in range") from None
+    when = rfc3339.date_time(text)
+    if when is None:
+        raise InvalidInput(f"{name} is not a valid date-time in range")
+    return when
 
 
 def _describe(exc: ValidationError, fallback: str = ": must be a string date-time or null") -> str:

@@ -4,7 +4,7 @@ naming the header, and nothing it sends can raise, nor pause every caller past t
 (docs/design.md "Trust boundaries", "No single answer"). The audit's values are here as sent."""
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from email.utils import format_datetime
 
 import httpx
@@ -89,3 +89,20 @@ def test_no_answer_pauses_every_caller_past_the_bound(retry_after_s: float | Non
     again = after_call(state, Health.THROTTLED, NOW, retry_after_s, max_pause_s=60)
     assert again.paused_until is not None
     assert again.paused_until <= NOW + timedelta(seconds=60), "a pause already stored too"
+
+
+def test_an_rfc_3339_date_time_is_taken_as_zoom_sends_it() -> None:
+    """Zoom's documented 429 names when its limit lifts as an RFC 3339 date-time
+    (``Retry-After: 2020-05-31T00:00:00Z``); before, it was ignored and every caller paused for
+    the default instead of the time the account's limit lifts."""
+    soon = datetime.now(UTC) + timedelta(seconds=300)
+    for raw in (
+        soon.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        soon.astimezone(timezone(timedelta(hours=2))).isoformat(timespec="milliseconds"),
+    ):
+        waited = retry_after(httpx.Headers({"Retry-After": raw}))
+        assert waited is not None, raw
+        assert 290 <= waited <= 301
+    assert retry_after(httpx.Headers({"Retry-After": "2020-05-31T00:00:00Z"})) == 0.0
+    assert retry_after(httpx.Headers({"Retry-After": "9999-12-31T23:59:59Z"})) is None
+    assert retry_after(httpx.Headers({"Retry-After": "2026-12-08 10:00:00"})) is None

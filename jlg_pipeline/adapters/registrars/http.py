@@ -23,6 +23,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from jlg_pipeline.adapters.socket_deadlines import CallDeadline
+from jlg_pipeline.domain import rfc3339
 from jlg_pipeline.domain.constants import ONLINE_SESSION_TIMEOUT_S
 from jlg_pipeline.domain.errors import ConfigError, RegistrarRejected, RegistrarUnavailable
 from jlg_pipeline.domain.generation import BulkRegisterRequest, BulkRegisterResult
@@ -231,6 +232,14 @@ def error_code(content: bytes, token: str) -> str | None:
     return None
 
 
+def _http_date(raw: str) -> datetime | None:
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    return when if when.tzinfo is not None else None
+
+
 _DELTA_SECONDS = re.compile(r"[0-9]{1,9}")
 """RFC 9110's delta-seconds, ASCII digits only (``str.isdigit`` takes ``²`` and ``٣``), at most
 nine of them (31 years): a longer run is no wait a service means, and Python refuses to parse
@@ -240,27 +249,25 @@ MAX_RETRY_DATE_AHEAD = timedelta(days=366)
 
 
 def retry_after(headers: httpx.Headers) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds, or an HTTP date at most a year ahead; a date
-    past is 0), or None for anything else, with a warning naming the header: what the service
-    sent is ignored rather than trusted, and parsing it never raises."""
+    """``Retry-After`` in seconds (delta-seconds, or a date at most a year ahead: an HTTP date,
+    or an RFC 3339 date-time as Zoom sends it; a date past is 0), or None for anything else,
+    with a warning naming the header: what the service sent is ignored rather than trusted, and
+    parsing it never raises."""
     raw = headers.get("retry-after", "").strip()
     if not raw:
         return None
     if _DELTA_SECONDS.fullmatch(raw):
         return float(int(raw))
-    try:
-        when = parsedate_to_datetime(raw)
-        now = datetime.now(UTC)
-        if when.tzinfo is not None and when - now <= MAX_RETRY_DATE_AHEAD:
-            return max((when - now).total_seconds(), 0.0)
-    except (TypeError, ValueError, OverflowError, IndexError):
-        pass
+    when = rfc3339.date_time(raw) or _http_date(raw)
+    now = datetime.now(UTC)
+    if when is not None and when - now <= MAX_RETRY_DATE_AHEAD:
+        return max((when - now).total_seconds(), 0.0)
     log_event(
         logger,
         logging.WARNING,
         "registrar.retry_after_ignored",
         header="Retry-After",
-        reason="neither up to 9 digits of seconds nor an HTTP date within a year",
+        reason="neither up to 9 digits of seconds nor a date within a year",
         length=len(raw),
     )
     return None
