@@ -14,9 +14,8 @@ FIRST_WAIT_S = 10.0
 MAX_WAIT_S = 600.0
 
 
-def retry_wait_s(retry_after_s: float | None, attempt: int) -> float:
-    """The wait before a session is tried again: the service's ``Retry-After`` when it said
-    one (bounded by MAX_WAIT_S), else FIRST_WAIT_S doubled per attempt, up to MAX_WAIT_S."""
-    if retry_after_s is not None:
-        return min(max(retry_after_s, 0.0), MAX_WAIT_S)
+def retry_wait_s(attempt: int) -> float:
+    """The wait before a session whose own call failed is tried again: FIRST_WAIT_S doubled per
+    attempt, up to MAX_WAIT_S (a ``Retry-After`` holds every caller through the shared view
+    instead: ``service_view.py``)."""
     return backoff_s(FIRST_WAIT_S, attempt - 1, MAX_WAIT_S)

@@ -234,4 +234,4 @@ def _retry_in_s(exc: Exception, attempt: int, view: ViewState | None) -> float:
         health is Health.UNWELL and view is not None and held_by_the_service(view)
     ):
         return 0.0
-    return retry_wait_s(None, attempt)
+    return retry_wait_s(attempt)

@@ -398,7 +398,7 @@ def test_the_breaker_holds_every_session_while_the_service_is_down_and_the_first
     results = [_generate(repository, registrar, sid) for sid in sids]
     # Each failure in a row is the service's, not the session's: the first one's own backoff,
     # then held (due again at once, once the service is back).
-    assert results[:BREAKER_FAILURES] == [retry_wait_s(None, 1), 0.0, 0.0]
+    assert results[:BREAKER_FAILURES] == [retry_wait_s(1), 0.0, 0.0]
     assert results[BREAKER_FAILURES:] == [GenerationResult.SKIPPED] * (8 - BREAKER_FAILURES)
     assert len(registrar.calls) == BREAKER_FAILURES, "down: nobody calls but the probe"
     look = ServiceView(engine).look()
@@ -427,12 +427,12 @@ def test_a_failure_of_one_session_keeps_its_own_backoff_while_the_others_succeed
             return super().bulk_register(request)
 
     registrar = OneBroken()
-    assert _generate(repository, registrar, broken) == retry_wait_s(None, 1)
+    assert _generate(repository, registrar, broken) == retry_wait_s(1)
     assert [_generate(repository, registrar, sid) for sid in fine] == [
         GenerationResult.COMPLETED
     ] * 3
     force_state(engine, broken, S.FAILED, attempt=3)
-    assert _generate(repository, registrar, broken) == retry_wait_s(None, 4), "its own backoff"
+    assert _generate(repository, registrar, broken) == retry_wait_s(4), "its own backoff"
     assert not ServiceView(engine).look().state.down
 
 
@@ -534,9 +534,9 @@ def test_a_session_the_service_held_is_due_for_the_watchdog_at_once(
 
 
 def test_the_wait_is_a_backoff_in_time() -> None:
-    assert retry_wait_s(None, 1) == 10
-    assert retry_wait_s(None, 3) == 40
-    assert retry_wait_s(None, 40) == 600, "bounded"
+    assert retry_wait_s(1) == 10
+    assert retry_wait_s(3) == 40
+    assert retry_wait_s(40) == 600, "bounded"
 
 
 def test_a_session_that_cannot_be_claimed_spends_no_slot_of_the_budget(
