@@ -5,6 +5,7 @@ hold on it with the time it ends, and the next thing that happens to it; a failu
 again" is ``after_failure``'s one rule. The API (``GET .../link-generation/why``), ``jlg why``
 and the watchdog's skip reason all show this answer."""
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -146,7 +147,7 @@ def _own_holds(facts: Facts) -> list[Held]:
             )
         ]
     if s.status is S.FAILED and facts.claim_at is not None and facts.claim_at > now:
-        wait_s = (facts.claim_at - now).total_seconds()
+        wait_s = float(math.ceil((facts.claim_at - now).total_seconds()))
         after = after_failure_of(True, wait_s, now, facts.sweep_at)
         until = at + timedelta(seconds=RETRY_BUDGET_S)
         return [
