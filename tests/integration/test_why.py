@@ -94,6 +94,24 @@ def _due(engine: Engine, program_id: int = 1) -> SessionId:
     return sid
 
 
+def _failed(
+    engine: Engine, attempt: int, error: str | None, retry_in_s: float | None = None
+) -> SessionId:
+    """A session FAILED at ``attempt`` 5 minutes after its time, with ``error``; retried by
+    the queue ``retry_in_s`` from now, or (None) failed for good."""
+    sid = create_session(engine)
+    force_state(engine, sid, S.FAILED, at_offset=timedelta(minutes=-5), attempt=attempt)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hdb_program_session SET link_generation_last_error = :error,"
+                " link_generation_retry_at = now() + make_interval(secs => :s) WHERE id = :id"
+            ),
+            {"error": error, "s": retry_in_s, "id": sid},
+        )
+    return sid
+
+
 def test_not_due_names_its_time_and_is_generated_then(db_url: str, engine: Engine) -> None:
     sid = create_session(engine)
     force_state(engine, sid, S.SCHEDULED, at_offset=timedelta(seconds=HOLD_S))
@@ -109,17 +127,7 @@ def test_not_due_names_its_time_and_is_generated_then(db_url: str, engine: Engin
 
 
 def test_backoff_names_its_retry_time_and_is_generated_then(db_url: str, engine: Engine) -> None:
-    sid = create_session(engine)
-    force_state(engine, sid, S.FAILED, at_offset=timedelta(minutes=-5), attempt=2)
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "UPDATE hdb_program_session SET link_generation_retry_at = now()"
-                " + make_interval(secs => :s), link_generation_last_error = 'bulkRegister"
-                " answered 503' WHERE id = :id"
-            ),
-            {"s": HOLD_S, "id": sid},
-        )
+    sid = _failed(engine, 2, "bulkRegister answered 503", retry_in_s=HOLD_S)
     _alive(engine)
 
     why = _ask(db_url, engine, sid)
@@ -238,16 +246,7 @@ def test_two_holds_each_named_and_the_later_one_ends_last(db_url: str, engine: E
 
 
 def test_failed_for_good_names_the_sweep_or_a_person(db_url: str, engine: Engine) -> None:
-    sid = create_session(engine)
-    force_state(engine, sid, S.FAILED, at_offset=timedelta(minutes=-5), attempt=1)
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "UPDATE hdb_program_session SET link_generation_last_error ="
-                " 'bulkRegister answered 422 MEETING_DELETED' WHERE id = :id"
-            ),
-            {"id": sid},
-        )
+    sid = _failed(engine, 1, "bulkRegister answered 422 MEETING_DELETED")
     _alive(engine)
 
     swept = _ask(db_url, engine, sid, fallback_cron_enabled=True)
@@ -385,16 +384,7 @@ def http(db_url: str, aws: Aws) -> Iterator[TestClient]:
 def test_the_api_answers_in_the_envelope_and_get_shows_the_retry_time(
     engine: Engine, http: TestClient
 ) -> None:
-    sid = create_session(engine)
-    force_state(engine, sid, S.FAILED, at_offset=timedelta(minutes=-5), attempt=1)
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "UPDATE hdb_program_session SET link_generation_retry_at = now()"
-                " + interval '1 minute' WHERE id = :id"
-            ),
-            {"id": sid},
-        )
+    sid = _failed(engine, 1, None, retry_in_s=60)
     _alive(engine)
 
     response = http.get(f"/program-session/{sid}/link-generation/why", headers=admin_headers())
